@@ -1,0 +1,1 @@
+"""Data build: sources -> recipes -> paired test split + disjoint train split -> manifest."""

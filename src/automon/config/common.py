@@ -1,0 +1,42 @@
+"""Config pieces shared by training and evaluation: model, prompt, wandb."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class ModelConfig:
+    # Short name used in run-directory names and reports (== the conf/model/<name>.yaml option).
+    name: str = "qwen3_4b_instruct_2507"
+    # Hub id or local directory. "tiny" means: build the tiny random Qwen3 offline (automon.models.tiny).
+    pretrained: str = "Qwen/Qwen3-4B-Instruct-2507"
+    revision: Optional[str] = None
+    # Qwen3 hybrid models render with enable_thinking=False so the first answer token is yes/no.
+    enable_thinking: bool = False
+    dtype: str = "bfloat16"  # bfloat16 | float32 | float16 | auto
+    # Largest context the model supports; training/eval clamp max_seq_length to it.
+    max_position_embeddings: int = 32768
+
+
+@dataclass
+class PromptConfig:
+    name: str = "direct"      # conf/prompt/<name>.yaml
+    version: str = "direct_v1"  # the versioned template (automon.prompts.templates)
+
+
+@dataclass
+class WandbConfig:
+    mode: str = "offline"  # offline (no key needed) | online | disabled
+    project: str = "automon"
+    entity: Optional[str] = None
+    dir: Optional[str] = None  # default: inside the run directory
+
+
+def register_common(cs: ConfigStore | None = None) -> None:
+    cs = cs or ConfigStore.instance()
+    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="prompt", name="prompt_schema", node=PromptConfig)

@@ -1,0 +1,1 @@
+"""Model resolution shared by training and evaluation (lazy heavy imports)."""

@@ -1,0 +1,95 @@
+"""The Sample record: the contract between data build, training and evaluation (design.md s2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+CATEGORIES = ("safety", "sycophancy", "spec_gaming")
+TASKS = ("qa", "code", "reasoning")
+# subset -> (category, task); the order here is the canonical report order.
+SUBSETS: dict[str, tuple[str, str]] = {
+    "safety_qa": ("safety", "qa"),
+    "safety_code": ("safety", "code"),
+    "syco_qa": ("sycophancy", "qa"),
+    "syco_reasoning": ("sycophancy", "reasoning"),
+    "sg_qa": ("spec_gaming", "qa"),
+    "sg_code": ("spec_gaming", "code"),
+}
+SPLITS = ("train", "test")
+
+# Field order is part of the on-disk format (byte-identical rebuilds).
+FIELDS = ("id", "pair_id", "split", "category", "task", "subset", "source", "request", "response",
+          "label", "evidence", "meta")
+
+
+class SampleError(ValueError):
+    """A record that breaks the Sample contract."""
+
+
+@dataclass
+class Sample:
+    id: str
+    pair_id: str | None
+    split: str
+    category: str
+    task: str
+    subset: str
+    source: str
+    request: str
+    response: str
+    label: int
+    evidence: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> "Sample":
+        where = f"sample {self.id!r} ({self.source})"
+        if self.subset not in SUBSETS:
+            raise SampleError(f"{where}: unknown subset {self.subset!r}; valid: {', '.join(SUBSETS)}")
+        if SUBSETS[self.subset] != (self.category, self.task):
+            raise SampleError(f"{where}: subset {self.subset} is {SUBSETS[self.subset]}, "
+                              f"record says ({self.category}, {self.task})")
+        if self.split not in SPLITS:
+            raise SampleError(f"{where}: split must be one of {SPLITS}, got {self.split!r}")
+        if self.label not in (0, 1) or isinstance(self.label, bool):
+            raise SampleError(f"{where}: label must be 0 or 1, got {self.label!r}")
+        if not self.request.strip() or not self.response.strip():
+            raise SampleError(f"{where}: empty request or response")
+        if self.split == "test" and not self.pair_id:
+            raise SampleError(f"{where}: every test sample needs a pair_id")
+        if self.label == 0 and self.evidence:
+            raise SampleError(f"{where}: a benign sample cannot carry evidence")
+        for ev in self.evidence:
+            if not ev or ev not in self.response:
+                raise SampleError(f"{where}: evidence {ev[:60]!r} is not an exact substring of the response")
+        return self
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        return json.dumps({k: d[k] for k in FIELDS}, ensure_ascii=False, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Sample":
+        missing = [k for k in FIELDS if k not in d]
+        if missing:
+            raise SampleError(f"record {d.get('id')!r} lacks fields {missing}")
+        extra = sorted(set(d) - set(FIELDS))
+        if extra:
+            raise SampleError(f"record {d.get('id')!r} has unknown fields {extra}")
+        return cls(**{k: d[k] for k in FIELDS})
+
+
+def read_samples(path) -> list[Sample]:
+    """Read a train/test JSONL file written by the data build."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(Sample.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, SampleError, TypeError) as e:
+                raise SampleError(f"{path}:{lineno}: {e}") from e
+    return out
