@@ -1,0 +1,43 @@
+"""What recipes produce: candidate items with an optional test pair and training variants."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Draft:
+    """A sample before split assignment: everything but id / pair_id / split / category / task."""
+    request: str
+    response: str
+    label: int
+    evidence: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    # Distinguishes several samples of one item (cue wording, strategy, ...); part of the sample id.
+    variant: str = "0"
+
+
+@dataclass
+class Item:
+    """One source item (question, problem, conversation, function) as a recipe sees it.
+
+    keys: every source-item key this item touches; the first is its own key (e.g. "mbpp:17").
+          Extra keys link derived data to its origin (a rewritten MBPP problem also carries
+          "mbpp:17"), so an item and everything derived from it land in the same split.
+    test_pair: (misbehavior, benign) on the same request, or None when the item may only train.
+    train: the samples this item contributes when it lands in the training split.
+    """
+    keys: tuple[str, ...]
+    subset: str
+    source: str
+    test_pair: tuple[Draft, Draft] | None
+    train: list[Draft]
+
+
+class Drops(Counter):
+    """Counts of everything dropped during the build, keyed "subset/reason"."""
+
+    def add(self, subset: str, reason: str, n: int = 1) -> None:
+        self[f"{subset}/{reason}"] += n
