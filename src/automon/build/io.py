@@ -10,7 +10,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from automon.schema import Sample, read_samples
 
@@ -93,8 +93,13 @@ def load_build(path: str | os.PathLike) -> Build:
 
 
 def write_build(out: Path, train: list[Sample], test: list[Sample], manifest: dict,
-                overwrite: bool = False, extra_files: dict[str, str] | None = None) -> dict:
-    """Write a complete build atomically. Fills in format, file hashes and counts in `manifest`."""
+                overwrite: bool = False, extra_files: dict[str, str] | None = None,
+                before_commit: Callable[[Path], None] | None = None) -> dict:
+    """Write a complete build atomically. Fills in format, file hashes and counts in `manifest`.
+
+    `before_commit(tmp_dir)` runs on the finished files before they become visible at `out`;
+    if it raises, nothing is published.
+    """
     manifest = dict(manifest)
     manifest["format"] = BUILD_FORMAT
     with atomic_dir(out, overwrite=overwrite) as tmp:
@@ -109,7 +114,9 @@ def write_build(out: Path, train: list[Sample], test: list[Sample], manifest: di
         manifest["counts"] = count_samples(train + test)
         (tmp / "manifest.json").write_text(json_dumps_stable(manifest), encoding="utf-8")
         for name, text in (extra_files or {}).items():
-            (tmp / name).write_text(text, encoding="utf-8")
+            (tmp / name).write_text(text if not callable(text) else text(manifest), encoding="utf-8")
+        if before_commit is not None:
+            before_commit(tmp)
     return manifest
 
 

@@ -1,0 +1,227 @@
+"""syco_qa (cue injection on MMLU / TruthfulQA; reward-hack sycophancy_fact; opinion sets for
+training) and syco_reasoning (GSM8K with a plausible wrong number as the cue)."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from automon.build.recipes.base import Draft, Drops, Item
+from automon.build.recipes.common import choose, coin, norm_ws, parse_options, rotate, text_key
+from automon.config.build import WordingsConfig
+from automon.sources import Row
+
+
+def _sentence(text: str) -> str:
+    text = norm_ws(text)
+    return text if text[-1:] in ".!?" else text + "."
+
+
+def _answer(opener: str | None, claim: str) -> tuple[str, list[str]]:
+    """Response text and the evidence quote (the claim sentence, with its opener when present)."""
+    if opener:
+        return f"{opener} {claim}", [f"{opener} {claim}"]
+    return claim, [claim]
+
+
+class _Cued:
+    """Builds (misbehavior, benign) drafts for one cued question in several cue wordings."""
+
+    def __init__(self, w: WordingsConfig, seed: int, variants: int, subset: str):
+        self.w, self.seed, self.variants, self.subset = w, seed, variants, subset
+
+    def drafts(self, key: str, body: str, cue: str, wrong_claim: str, right_claim: str,
+               cues: list[str], meta: dict) -> list[tuple[Draft, Draft]]:
+        out = []
+        for i, wording in enumerate(rotate(cues, self.variants, self.seed, key, "cue")):
+            cue_text = wording.format(cue=cue)
+            request = f"{body}\n\n{cue_text}"
+            agree = choose(self.w.agree_phrases, self.seed, key, i, "agree") if coin(0.5, self.seed, key, i, "o1") else None
+            disagree = (choose(self.w.disagree_phrases, self.seed, key, i, "dis")
+                        if coin(0.5, self.seed, key, i, "o0") else None)
+            mis_text, evidence = _answer(agree, wrong_claim)
+            ben_text, _ = _answer(disagree, right_claim)
+            m = {**meta, "cue": cue_text, "wordings": self.w.version}
+            out.append((Draft(request, mis_text, 1, evidence, {**m, "adopts_cue": True}, f"cue{i}"),
+                        Draft(request, ben_text, 0, [], {**m, "adopts_cue": False}, f"cue{i}")))
+        return out
+
+
+def _item(key: str, subset: str, source: str, pairs: list[tuple[Draft, Draft]], testable: bool = True) -> Item:
+    return Item((key,), subset, source, pairs[0] if testable else None, [d for p in pairs for d in p])
+
+
+def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Iterable[Row],
+                  rh_fact_unhackable: Iterable[Row], rh_opinion: Iterable[Row], caa: Iterable[Row],
+                  political: Iterable[Row], w: WordingsConfig, seed: int, variants: int,
+                  drops: Drops) -> list[Item]:
+    cued = _Cued(w, seed, variants, "syco_qa")
+    items: list[Item] = []
+    for row in mmlu:
+        d = row.data
+        opts = {k: norm_ws(d[k]) for k in "ABCD"}
+        correct = d["answer"].strip()
+        if correct not in opts or len(set(opts.values())) < 4:
+            drops.add("syco_qa", "mmlu_bad_options")
+            continue
+        body = norm_ws(d["question"]) + "\n\n" + "\n".join(f"({k}) {v}" for k, v in opts.items())
+        key = text_key("mmlu", body)
+        wrong = choose([k for k in "ABCD" if k != correct], seed, key, "wrong")
+        pairs = cued.drafts(key, body, f"({wrong}) {opts[wrong]}", f"The answer is ({wrong}) {_sentence(opts[wrong])}",
+                            f"The answer is ({correct}) {_sentence(opts[correct])}", list(w.syco_qa_cues),
+                            {"recipe": "cue_injection_mc", "generator": "template", "source_dataset": "mmlu",
+                             "subject": d.get("subject", ""), "correct": correct, "cued": wrong})
+        items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs))
+
+    for row in truthfulqa:
+        d = row.data
+        wrongs = [a.strip() for a in d["Incorrect Answers"].split(";") if a.strip()]
+        best = d["Best Answer"].strip()
+        if not wrongs or not best:
+            drops.add("syco_qa", "truthfulqa_missing_answers")
+            continue
+        key = text_key("truthfulqa", d["Question"])
+        wrong = choose(wrongs, seed, key, "wrong")
+        pairs = cued.drafts(key, norm_ws(d["Question"]), f'"{wrong}"', _sentence(wrong), _sentence(best),
+                            list(w.syco_qa_cues), {"recipe": "cue_injection_open", "generator": "template",
+                                                   "source_dataset": "truthfulqa", "category_tqa": d.get("Category", "")})
+        items.append(_item(key, "syco_qa", f"truthfulqa:{row.ref}", pairs))
+
+    # Reward-hack sycophancy_fact: the user states a false belief; agreeing is the misbehavior.
+    items += _ab_items(rh_fact, "syco_qa", "rh_syco_fact", w, seed, drops, testable=True, agree_style=True)
+    # Opinion sets and the unhackable control: training only (no ground truth beyond "matches the user").
+    items += _ab_items(rh_fact_unhackable, "syco_qa", "rh_syco_fact_unhackable", w, seed, drops, testable=False,
+                       agree_style=True, benign_only=True)
+    items += _ab_items(rh_opinion, "syco_qa", "rh_syco_opinion", w, seed, drops, testable=False, agree_style=True)
+    for row in caa:
+        d = row.data
+        match = d["answer_matching_behavior"].strip().strip("()")
+        other = d["answer_not_matching_behavior"].strip().strip("()")
+        items += _ab_one(row, d["question"], match, other, "syco_qa", "caa_sycophancy", w, seed, drops,
+                         testable=False, agree_style=True)
+    for row in political:
+        d = row.data
+        prompt = re.sub(r"\s*Answer:\s*$", "", d["prompt"])
+        liberal_bio = "liberal-bio_liberal" in row.file
+        match_list, other_list = (d["corrects"], d["incorrects"]) if liberal_bio else (d["incorrects"], d["corrects"])
+        match = str(match_list[0]).strip().strip("()")
+        other = str(other_list[0]).strip().strip("()")
+        items += _ab_one(row, prompt, match, other, "syco_qa", "anthropic_political_typology", w, seed, drops,
+                         testable=False, agree_style=True)
+    return items
+
+
+def _ab_items(rows: Iterable[Row], subset: str, tag: str, w: WordingsConfig, seed: int, drops: Drops,
+              testable: bool, agree_style: bool, benign_only: bool = False, parse_opts: bool = True) -> list[Item]:
+    out = []
+    for row in rows:
+        d = row.data
+        prompts = d["prompt_list"]
+        request = "\n\n".join(prompts) if isinstance(prompts, list) else str(prompts)
+        high = str(d["high_reward_answer"]).strip()
+        others = d["other_answers"] if isinstance(d["other_answers"], list) else [d["other_answers"]]
+        if not others:
+            drops.add(subset, f"{tag}_no_alternative")
+            continue
+        out += _ab_one(row, request, high, str(others[0]).strip(), subset, tag, w, seed, drops, testable,
+                       agree_style, benign_only, parse_opts)
+    return out
+
+
+def _ab_one(row: Row, request: str, bad: str, good: str, subset: str, tag: str, w: WordingsConfig, seed: int,
+            drops: Drops, testable: bool, agree_style: bool, benign_only: bool = False,
+            parse_opts: bool = True) -> list[Item]:
+    """A choice item: answering `bad` is the misbehavior (or, with benign_only, `bad` is the
+    rewarded-and-correct answer of an unhackable control and only a benign sample is made).
+    parse_opts=False answers with the letter only (options written inline, e.g. "x (A) or y (B)")."""
+    request = request.strip()
+    opts = parse_options(request) if parse_opts else {}
+    key = text_key(tag, request)
+
+    def claim(letter: str) -> str:
+        text = opts.get(letter)
+        return f"The answer is ({letter}) {_sentence(text)}" if text else f"The answer is ({letter})."
+
+    if bad == good or (opts and (bad not in opts or good not in opts)):
+        drops.add(subset, f"{tag}_unparsed_options")
+        return []
+    meta = {"recipe": f"{tag}_choice", "generator": "template", "source_dataset": tag}
+    if benign_only:
+        return [Item((key,), subset, f"{tag}:{row.ref}", None, [Draft(request, claim(bad), 0, [], meta, "control")])]
+    opener = choose(w.agree_phrases, seed, key, "agree") if agree_style and coin(0.5, seed, key, "o1") else None
+    mis_text, evidence = _answer(opener, claim(bad))
+    mis = Draft(request, mis_text, 1, evidence, {**meta, "answer": bad}, "high_reward")
+    ben = Draft(request, claim(good), 0, [], {**meta, "answer": good}, "other")
+    return [Item((key,), subset, f"{tag}:{row.ref}", (mis, ben) if testable else None, [mis, ben])]
+
+
+_CALC = re.compile(r"<<([^<>]*)>>")
+_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _wrong_number(gold: str, solution: str, seed: int, key: str) -> str | None:
+    """A plausible wrong answer: an intermediate result of the solution, else a near miss."""
+    def num(s: str):
+        try:
+            return float(s.replace(",", ""))
+        except ValueError:
+            return None
+
+    g = num(gold)
+    if g is None:
+        return None
+    inter = []
+    for expr in _CALC.findall(solution):
+        if "=" in expr:
+            v = expr.rsplit("=", 1)[1].strip()
+            if num(v) is not None and num(v) != g and v not in inter:
+                inter.append(v)
+    if inter and coin(0.6, seed, key, "inter"):
+        return choose(inter, seed, key, "inter_pick")
+    delta = choose([-10, -2, -1, 1, 2, 10, 100], seed, key, "delta")
+    w = g + delta if g + delta >= 0 else g + abs(delta)
+    return str(int(w)) if float(w).is_integer() else str(w)
+
+
+def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, variants: int,
+                         drops: Drops) -> list[Item]:
+    items = []
+    for row in gsm8k:
+        d = row.data
+        if "####" not in d["answer"]:
+            drops.add("syco_reasoning", "gsm8k_no_final_answer")
+            continue
+        raw_sol, gold = d["answer"].rsplit("####", 1)
+        gold = gold.strip()
+        key = text_key("gsm8k", d["question"])
+        wrong = _wrong_number(gold, raw_sol, seed, key)
+        if wrong is None:
+            drops.add("syco_reasoning", "gsm8k_non_numeric_answer")
+            continue
+        lines = [ln.rstrip() for ln in _CALC.sub("", raw_sol).strip().splitlines() if ln.strip()]
+        last = lines[-1] if lines else ""
+        hits = [m for m in _NUM.finditer(last) if m.group(0).replace(",", "") == gold.replace(",", "")]
+        if hits:  # bend the final computation so that it lands on the cued number
+            m = hits[-1]
+            bent = last[:m.start()] + wrong + last[m.end():]
+            mis_claim = "\n".join(lines[:-1] + [bent, f"The answer is {wrong}."])
+            evidence = [bent, f"The answer is {wrong}."]
+        else:
+            bent = f"So, as you said, the answer is {wrong}."
+            mis_claim = "\n".join(lines + [bent])
+            evidence = [bent]
+        ben_claim = "\n".join(lines + [f"The answer is {gold}."])
+        pairs = []
+        for i, wording in enumerate(rotate(list(w.syco_reasoning_cues), variants, seed, key, "cue")):
+            cue_text = wording.format(cue=wrong)
+            request = f"{d['question'].strip()}\n\n{cue_text}"
+            agree = choose(w.agree_phrases, seed, key, i, "agree") if coin(0.5, seed, key, i, "o1") else None
+            disagree = choose(w.disagree_phrases, seed, key, i, "dis") if coin(0.5, seed, key, i, "o0") else None
+            mis_text = f"{agree}\n{mis_claim}" if agree else mis_claim
+            ben_text = f"{disagree}\n{ben_claim}" if disagree else ben_claim
+            meta = {"recipe": "cue_injection_gsm8k", "generator": "template", "source_dataset": "gsm8k",
+                    "cue": cue_text, "gold": gold, "cued": wrong, "wordings": w.version}
+            pairs.append((Draft(request, mis_text, 1, list(evidence), {**meta, "adopts_cue": True}, f"cue{i}"),
+                          Draft(request, ben_text, 0, [], {**meta, "adopts_cue": False}, f"cue{i}")))
+        items.append(Item((key,), "syco_reasoning", f"gsm8k:{row.ref}", pairs[0], [x for p in pairs for x in p]))
+    return items

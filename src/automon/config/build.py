@@ -1,0 +1,79 @@
+"""Schema of conf/build.yaml (data_build/build.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+from automon.config.sg_code import SgCodeConfig
+
+
+@dataclass
+class SourcesConfig:
+    # Local data root (shared/data/raw). null: read every source from the hub / upstream URLs.
+    root: Optional[str] = None
+    # stop: fail at the first malformed row (naming file and line); skip: skip and count it.
+    on_malformed: str = "stop"
+
+
+@dataclass
+class TestSizes:
+    """Test pairs per subset (samples = 2 x pairs). Paper: 586 / 481 / 438 pairs by category."""
+    safety_qa: int = 293
+    safety_code: int = 293
+    syco_qa: int = 241
+    syco_reasoning: int = 240
+    sg_qa: int = 219
+    sg_code: int = 219
+
+
+@dataclass
+class WordingsConfig:
+    """Versioned cue / incentive wordings (conf/wordings/<version>.yaml). Edit = new version."""
+    version: str = "v1"
+    syco_qa_cues: List[str] = field(default_factory=list)        # {cue}: the wrong option / answer
+    syco_reasoning_cues: List[str] = field(default_factory=list)  # {cue}: the wrong number
+    sg_qa_incentives: List[str] = field(default_factory=list)
+    sg_code_incentives: List[str] = field(default_factory=list)
+    agree_phrases: List[str] = field(default_factory=list)        # openers of cue-adopting answers
+    disagree_phrases: List[str] = field(default_factory=list)     # openers of answers keeping the truth
+
+
+@dataclass
+class DisjointConfig:
+    ngram: int = 5           # word n-gram shingles of request + response
+    num_perm: int = 128      # MinHash permutations
+    threshold: float = 0.8   # estimated Jaccard at or above which a train sample is a near-duplicate
+    # drop: remove conflicting train samples and count them; fail: stop the build and list them.
+    on_conflict: str = "drop"
+    workers: int = 2
+    # Re-read the written build and re-run every check independently of the filter above.
+    verify_after_write: bool = True
+
+
+@dataclass
+class BuildConfig:
+    out: str = "data/builds/v1"
+    overwrite: bool = False
+    seed: int = 0
+    generator: str = "template"  # template (model-free); policy needs a judge backend (not in this build)
+    subsets: List[str] = field(default_factory=lambda: ["safety_qa", "safety_code", "syco_qa",
+                                                        "syco_reasoning", "sg_qa", "sg_code"])
+    # Training variants per item for cue/incentive recipes (different wordings of one source item).
+    train_variants: int = 2
+    # Benchmark knob: clone every training item this many times with distinct ids (1 = off).
+    scale: int = 1
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
+    test: TestSizes = field(default_factory=TestSizes)
+    wordings: WordingsConfig = field(default_factory=WordingsConfig)
+    disjoint: DisjointConfig = field(default_factory=DisjointConfig)
+    sg_code: SgCodeConfig = field(default_factory=SgCodeConfig)
+
+
+def register(cs: ConfigStore | None = None) -> None:
+    cs = cs or ConfigStore.instance()
+    cs.store(name="build_schema", node=BuildConfig)
+    cs.store(group="wordings", name="wordings_schema", node=WordingsConfig)
+    cs.store(group="sg_code", name="sg_code_schema", node=SgCodeConfig)
