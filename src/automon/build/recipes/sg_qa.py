@@ -75,7 +75,7 @@ def _email_items(rows: Iterable[Row], seed: int, drops: Drops, unhackable: bool)
         if high not in _EMAIL or other not in _EMAIL or high == other:
             drops.add("sg_qa", f"{tag}_unknown_decision")
             continue
-        key = text_key(tag, request)
+        key = text_key("prompt", request)  # shared by the hackable and unhackable copies
         n = len(prompts)
         meta = {"recipe": "email_assistant_choice", "generator": "template", "source_dataset": tag}
 

@@ -136,7 +136,9 @@ def _ab_one(row: Row, request: str, bad: str, good: str, subset: str, tag: str, 
     parse_opts=False answers with the letter only (options written inline, e.g. "x (A) or y (B)")."""
     request = request.strip()
     opts = parse_options(request) if parse_opts else {}
-    key = text_key(tag, request)
+    # Keyed by the prompt text alone: the same prompt in a hackable and an unhackable file (or in
+    # two releases of a set) is one source item and must land in one split.
+    key = text_key("prompt", request)
 
     def claim(letter: str) -> str:
         text = opts.get(letter)

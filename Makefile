@@ -1,0 +1,26 @@
+# make quickstart   set up .venv and build the benchmark data (real sources if ../shared/data/raw exists)
+# make test         set up .venv and run the test suite
+RAW ?= ../shared/data/raw
+PY := .venv/bin/python
+
+.PHONY: setup quickstart build test bench
+setup:
+	bash scripts/setup.sh
+
+build: setup
+	@if [ -d "$(RAW)" ]; then \
+	  $(PY) data_build/build.py sources.root=$(RAW) out=data/builds/v1 overwrite=true; \
+	else \
+	  echo "no $(RAW): building from automon's synthetic sources"; \
+	  $(PY) -c "from automon.sources.synthetic import write_synthetic_root as w; w('data/synthetic_raw')"; \
+	  $(PY) data_build/build.py sources.root=data/synthetic_raw out=data/builds/synthetic overwrite=true \
+	    test.safety_qa=6 test.safety_code=6 test.syco_qa=6 test.syco_reasoning=6 test.sg_qa=6 test.sg_code=6; \
+	fi
+
+quickstart: build
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) bench/bench_build.py
