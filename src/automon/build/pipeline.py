@@ -42,7 +42,8 @@ class BuildContext:
 
     def rows(self, name: str) -> list:
         self.sources_used.add(name)
-        return list(read_source(name, self.cfg.sources.root, self.cfg.sources.on_malformed, self.malformed))
+        src = self.cfg.sources
+        return list(read_source(name, src.root, src.on_malformed, self.malformed, src.revisions.get(name)))
 
     def timed(self, stage: str, fn: Callable, *args, **kwargs):
         t0 = time.perf_counter()
@@ -212,7 +213,8 @@ def run_build(cfg) -> dict:
         "seed": cfg.seed,
         # out/overwrite say where, not what: leave them out so two identical builds hash the same.
         "config": {k: v for k, v in _plain(cfg).items() if k not in ("out", "overwrite")},
-        "sources": {name: source_origin(name, cfg.sources.root) for name in sorted(ctx.sources_used)},
+        "sources": {name: source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name))
+                    for name in sorted(ctx.sources_used)},
         "malformed_rows_skipped": dict(sorted(ctx.malformed.items())),
         "dropped": dict(sorted(ctx.drops.items())),
         "disjointness": {

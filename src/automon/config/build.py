@@ -16,6 +16,8 @@ class SourcesConfig:
     root: Optional[str] = None
     # stop: fail at the first malformed row (naming file and line); skip: skip and count it.
     on_malformed: str = "stop"
+    # Hub revisions (commit sha or tag) per source name, e.g. {gsm8k: <sha>}; unset = "main".
+    revisions: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -98,12 +98,13 @@ def _check(spec: SourceSpec, rec: Any) -> str | None:
 
 
 def read_source(name: str, root: str | Path | None, on_malformed: str = "stop",
-                malformed: dict[str, int] | None = None) -> Iterator[Row]:
+                malformed: dict[str, int] | None = None, revision: str | None = None) -> Iterator[Row]:
     """Yield the rows of source `name`.
 
     root: the local data root (shared/data/raw); None reads from the hub / upstream URLs.
     on_malformed: "stop" raises SourceError at the first bad row (naming file and line);
     "skip" skips it and counts it in `malformed[name]`.
+    revision: hub revision for sources read from the hub (None = "main").
     """
     if on_malformed not in ("stop", "skip"):
         raise ValueError(f"sources.on_malformed must be 'stop' or 'skip', got {on_malformed!r}")
@@ -127,7 +128,7 @@ def read_source(name: str, root: str | Path | None, on_malformed: str = "stop",
                     continue
                 yield Row(name, rel, line, rec)
     else:
-        for file, line, rec in _iter_hub(spec):
+        for file, line, rec in _iter_hub(spec, revision=revision):
             why = _check(spec, rec)
             if why:
                 bad(file, line, why)
@@ -135,7 +136,8 @@ def read_source(name: str, root: str | Path | None, on_malformed: str = "stop",
             yield Row(name, file, line, rec)
 
 
-def _iter_hub(spec: SourceSpec, data_files_override: dict | None = None) -> Iterator[tuple[str, int, Any]]:
+def _iter_hub(spec: SourceSpec, data_files_override: list | None = None,
+              revision: str | None = None) -> Iterator[tuple[str, int, Any]]:
     """Rows from the Hugging Face hub (or the upstream raw URLs), mapped to the local layout."""
     import datasets  # heavy; only the hub path needs it
 
@@ -152,7 +154,8 @@ def _iter_hub(spec: SourceSpec, data_files_override: dict | None = None) -> Iter
                     yield url, i, e
         return
     for split in spec.hub_splits:
-        ds = datasets.load_dataset(spec.hub_id, spec.hub_config, data_dir=spec.hub_data_dir, split=split)
+        ds = datasets.load_dataset(spec.hub_id, spec.hub_config, data_dir=spec.hub_data_dir, split=split,
+                                   revision=revision)
         label = f"hf://{spec.hub_id}" + (f"/{spec.hub_config}" if spec.hub_config else "") + f"[{split}]"
         for i, rec in enumerate(ds, 1):
             try:
@@ -161,7 +164,7 @@ def _iter_hub(spec: SourceSpec, data_files_override: dict | None = None) -> Iter
                 yield label, i, e
 
 
-def source_origin(name: str, root: str | Path | None) -> dict:
+def source_origin(name: str, root: str | Path | None, revision: str | None = None) -> dict:
     """Where a source came from, for the manifest: local paths + sha256, or hub id / URLs."""
     spec = _spec(name)
     if root is not None:
@@ -173,4 +176,4 @@ def source_origin(name: str, root: str | Path | None) -> dict:
     if spec.urls:
         return {"kind": "url", "urls": list(spec.urls), "license": spec.license}
     return {"kind": "hub", "hub_id": spec.hub_id, "config": spec.hub_config, "data_dir": spec.hub_data_dir,
-            "splits": list(spec.hub_splits), "revision": "main", "license": spec.license}
+            "splits": list(spec.hub_splits), "revision": revision or "main (unpinned)", "license": spec.license}

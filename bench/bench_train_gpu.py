@@ -1,0 +1,279 @@
+"""GPU training benchmark: Unsloth vs plain TRL + PEFT (SDPA), LoRA SFT of a randomly initialised Qwen3.
+
+Usage:
+    python bench/bench_train_gpu.py                                  # unsloth and peft, 4k/16k/32k tokens
+    python bench/bench_train_gpu.py --trainers peft --lengths 4096,16384 --steps 8
+    python bench/bench_train_gpu.py --model qwen3_8b                 # Qwen3-8B shapes instead of 4B
+    python bench/bench_train_gpu.py --tiny --allow-cpu               # plumbing check on CPU (numbers meaningless)
+
+Each (trainer, length) cell runs in a fresh process through automon's own trainer plug-ins
+(automon.training.trainers: the same model loading, LoRA config, loss and trainer class as
+train/sft.py), on one synthetic sample per step of exactly `length` tokens whose last 3 tokens
+carry the loss (as a yes/no answer + end-of-turn does). The model is Qwen3-4B's (or 8B's)
+architecture from its published config, randomly initialised in bf16 (no hub access needed).
+
+Reported per cell: mean / median step time over the timed steps (after warm-up, CUDA-synchronised),
+tokens/s, peak GPU memory (allocated and reserved), and MFU = model FLOPs/s / 989 TFLOP/s (H100 SXM
+bf16 dense) with model FLOPs per token = 4N + 3 * 2 * L * d_attn * s (shared/docs/performance.md s1:
+N = non-embedding parameters, L layers, d_attn = heads x head_dim, s = sample length; LoRA FLOPs and
+gradient-checkpointing recompute are not model FLOPs). An out-of-memory cell is recorded as such.
+
+Without CUDA it prints why and exits 0 without writing anything (unless --tiny --allow-cpu).
+Results go to bench/results/train_gpu_<model>_<gpu>.json; nothing is ever estimated or filled in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, H100 SXM spec (performance.md s1)
+
+# Published architectures (huggingface.co/Qwen/Qwen3-4B and Qwen3-8B config.json; performance.md s2).
+ARCH = {
+    "qwen3_4b": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
+    "qwen3_8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, tie_word_embeddings=True),
+}
+ANSWER_TOKENS = 3
+
+
+def model_flops_per_token(n_non_embedding: int, layers: int, d_attn: int, seq_len: int) -> float:
+    """4N (forward 2N + activation gradients 2N; frozen base gets no weight gradient) + causal attention
+    forward 2*L*d_attn*s per token, x3 for forward + backward."""
+    return 4.0 * n_non_embedding + 3.0 * 2.0 * layers * d_attn * seq_len
+
+
+def gpu_name() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# model directory (random weights, real tokenizer)
+
+def make_model_dir(model: str, out: Path) -> Path:
+    """Random-init weights for `model`'s architecture + the real Qwen3 tokenizer, saved as a HF dir."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from automon.models.tiny import build_qwen3_tokenizer
+
+    if (out / "bench_model.json").exists() or (out / "config.json").exists():
+        return out  # built before, or an existing HF model directory passed with --model-dir
+    tok = build_qwen3_tokenizer()
+    cfg = Qwen3Config(vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                      eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+                      pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None, **ARCH[model])
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    with torch.device(device):
+        m = Qwen3ForCausalLM(cfg).to(dtype)
+    out.mkdir(parents=True, exist_ok=True)
+    m.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "bench_model.json").write_text(json.dumps({"model": model, "random_init_seed": 0}))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# one cell, in its own process
+
+def worker(trainer_name: str, seq_len: int, model_dir: str, warmup: int, steps: int, lora_r: int,
+           grad_ckpt: bool) -> dict:
+    from automon.training.trainers import get_trainer
+
+    plugin = get_trainer(trainer_name)
+    plugin.prepare()  # unsloth must be imported before transformers
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+
+    from automon.config.common import ModelConfig
+    from automon.config.train import SFTConfig
+    from automon.training.sft_args import make_sft_args
+
+    on_cuda = torch.cuda.is_available()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    g = torch.Generator().manual_seed(seq_len)
+    n = warmup + steps
+    ids = torch.randint(1000, 150000, (n, seq_len), generator=g).tolist()
+    labels = [[-100] * (seq_len - ANSWER_TOKENS) + row[-ANSWER_TOKENS:] for row in ids]
+    ds = Dataset.from_dict({"input_ids": ids, "labels": labels, "length": [seq_len] * n})
+
+    cfg = SFTConfig()
+    cfg.model = ModelConfig(name="bench", pretrained=model_dir, dtype="bfloat16" if on_cuda else "float32",
+                            max_position_embeddings=40960)
+    cfg.trainer.name = trainer_name
+    cfg.trainer.gradient_checkpointing = grad_ckpt
+    cfg.train.lora.r = cfg.train.lora.alpha = lora_r
+    cfg.train.batch_size, cfg.train.grad_accum, cfg.train.max_steps = 1, 1, n
+    cfg.train.warmup_ratio, cfg.train.save_steps, cfg.train.logging_steps = 0.0, 10**9, 10**9
+    cfg.train.group_by_length = False
+
+    times: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            if on_cuda:
+                torch.cuda.synchronize()
+            self.t = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            if on_cuda:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.t)
+
+    with tempfile.TemporaryDirectory() as d:
+        args = make_sft_args(cfg, Path(d), on_cuda, report_to=[])
+        args.save_strategy = "no"
+        trainer = plugin.build(cfg, model_dir, tok, ds, args, [StepTimer()], seq_len)
+        model = trainer.model
+        n_non_emb = sum(p.numel() for name, p in model.named_parameters()
+                        if "lora_" not in name and "embed_tokens" not in name and "lm_head" not in name)
+        text_cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        if on_cuda:
+            torch.cuda.reset_peak_memory_stats()
+        trainer.train()
+
+    timed = times[warmup:]
+    layers, d_attn = text_cfg.num_hidden_layers, text_cfg.num_attention_heads * text_cfg.head_dim
+    rec = {"trainer": trainer_name, "seq_len": seq_len, "warmup_steps": warmup, "timed_steps": len(timed),
+           "step_time_s_mean": statistics.mean(timed), "step_time_s_median": statistics.median(timed),
+           "tokens_per_s": seq_len / statistics.mean(timed), "n_non_embedding": n_non_emb,
+           "model_flops_per_token": model_flops_per_token(n_non_emb, layers, d_attn, seq_len),
+           "gradient_checkpointing": grad_ckpt, "lora_r": lora_r, "status": "ok"}
+    if on_cuda:
+        rec["peak_mem_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        rec["peak_mem_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
+        rec["mfu"] = rec["model_flops_per_token"] * rec["tokens_per_s"] / H100_BF16_PEAK
+    else:
+        rec["peak_mem_allocated_gib"] = rec["mfu"] = None  # no GPU: not measured
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+
+def versions() -> dict:
+    from automon.versions import code_version, library_versions
+
+    return {"code_version": code_version(), **library_versions()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trainers", default="unsloth,peft")
+    ap.add_argument("--lengths", default="4096,16384,32768")
+    ap.add_argument("--model", default="qwen3_4b", choices=[k for k in ARCH if k != "tiny"])
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--lora-r", type=int, default=32)
+    ap.add_argument("--no-grad-ckpt", action="store_true", help="disable gradient checkpointing")
+    ap.add_argument("--model-dir", default=None, help="where the random model is cached "
+                    "(default $AUTOMON_CACHE/bench/<model>-random)")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/results/train_gpu_<model>_<gpu>.json)")
+    ap.add_argument("--tiny", action="store_true", help="tiny architecture (plumbing check)")
+    ap.add_argument("--allow-cpu", action="store_true", help="with --tiny: run on CPU (numbers meaningless)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    ap.add_argument("--worker", nargs=2, metavar=("TRAINER", "SEQ_LEN"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    import torch
+
+    if args.worker:
+        rec = worker(args.worker[0], int(args.worker[1]), args.model_dir, args.warmup, args.steps, args.lora_r,
+                     not args.no_grad_ckpt)
+        print("BENCH_RESULT " + json.dumps(rec), flush=True)
+        return 0
+
+    cuda = torch.cuda.is_available()
+    if not cuda and not (args.tiny and args.allow_cpu):
+        print("bench_train_gpu: skipped: no CUDA device (torch.cuda.is_available() is False, torch "
+              f"{torch.__version__}). Run it on an H100 node with the gpu-train extra installed; "
+              "use --tiny --allow-cpu only to check the plumbing.", file=sys.stderr)
+        return 0
+    model = "tiny" if args.tiny else args.model
+    trainers = [t for t in args.trainers.split(",") if t]
+    if not cuda:
+        trainers = [t for t in trainers if t != "unsloth"] or ["peft"]
+    lengths = [int(x) for x in args.lengths.split(",")] if not (args.tiny and args.lengths == "4096,16384,32768") \
+        else [128, 256]
+    cache = Path(os.environ.get("AUTOMON_CACHE", Path.home() / ".cache" / "automon")) / "bench"
+    model_dir = Path(args.model_dir) if args.model_dir else cache / f"{model}-random"
+    t = time.perf_counter()
+    make_model_dir(model, model_dir)
+    print(f"model {model} at {model_dir} ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
+
+    results = []
+    for trainer in trainers:
+        for L in lengths:
+            cmd = [sys.executable, __file__, "--worker", trainer, str(L), "--model-dir", str(model_dir),
+                   "--warmup", str(args.warmup), "--steps", str(args.steps), "--lora-r", str(args.lora_r)]
+            if args.no_grad_ckpt:
+                cmd.append("--no-grad-ckpt")
+            print(f"[{trainer} {L}] ...", file=sys.stderr, flush=True)
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=REPO)
+                lines = [x for x in p.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
+                if p.returncode == 0 and lines:
+                    rec = json.loads(lines[-1][len("BENCH_RESULT "):])
+                else:
+                    err = p.stderr.strip().splitlines()
+                    oom = "out of memory" in p.stderr.lower()
+                    rec = {"trainer": trainer, "seq_len": L, "status": "oom" if oom else "error",
+                           "error": "\n".join(err[-15:])}
+            except subprocess.TimeoutExpired:
+                rec = {"trainer": trainer, "seq_len": L, "status": "timeout", "error": f">{args.timeout} s"}
+            results.append(rec)
+            if rec["status"] == "ok":
+                mem = rec.get("peak_mem_allocated_gib")
+                mfu = rec.get("mfu")
+                print(f"[{trainer} {L}] {rec['tokens_per_s']:.0f} tok/s, step {rec['step_time_s_mean']:.3f} s, "
+                      f"peak mem {'-' if mem is None else f'{mem:.1f} GiB'}, "
+                      f"MFU {'-' if mfu is None else f'{100 * mfu:.1f}%'}", file=sys.stderr)
+            else:
+                print(f"[{trainer} {L}] {rec['status']}: {rec.get('error', '')[-500:]}", file=sys.stderr)
+
+    gpu = gpu_name()
+    report = {"benchmark": "train_gpu", "model": model, "random_init": True, "gpu": gpu,
+              "host": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus",
+              "peak_flops_for_mfu": H100_BF16_PEAK,
+              "flops_formula": "4N + 3*2*L*d_attn*s per token (performance.md s1)",
+              "answer_tokens_with_loss": ANSWER_TOKENS, "batch_size": 1, "warmup": args.warmup,
+              "steps": args.steps, "versions": versions(), "results": results,
+              "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    slug = (gpu or "cpu").lower().replace(" ", "_").replace("/", "_")
+    out = Path(args.out) if args.out else REPO / "bench" / "results" / f"train_gpu_{model}_{slug}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    print(f"{'trainer':8} {'tokens':>7} {'tok/s':>9} {'step s':>8} {'peak GiB':>9} {'MFU':>6}")
+    for r in results:
+        if r["status"] == "ok":
+            mem = r.get("peak_mem_allocated_gib")
+            mfu = r.get("mfu")
+            print(f"{r['trainer']:8} {r['seq_len']:>7} {r['tokens_per_s']:>9.0f} {r['step_time_s_mean']:>8.3f} "
+                  f"{'-' if mem is None else f'{mem:.1f}':>9} {'-' if mfu is None else f'{100 * mfu:.1f}%':>6}")
+        else:
+            print(f"{r['trainer']:8} {r['seq_len']:>7} {r['status']}")
+    return 0 if all(r["status"] in ("ok", "oom") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Schema of conf/sft.yaml (train/sft.py). Unknown keys and typos fail at start-up.
+
+Defaults follow design.md s7 (the paper's hyperparameters are unpublished): LoRA r=32, alpha=32,
+lr 1e-4, 3 epochs, effective batch 16 (2 per device x 8 accumulation). docs/training.md gives the
+rationale for each value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+from automon.config.common import ModelConfig, PromptConfig, WandbConfig, register_common
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class SubsetSelection:
+    """Which training subsets form the corpus. Each conf/subset/<name>.yaml sets include.<name>: true,
+    so `subset=[safety_qa,sg_code]` (Hydra multi-select) merges two of them, `subset=all` sets all six
+    and `subset=all subset.include.sg_code=false` trains on everything but sg_code."""
+    include: Dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    dir: str = "data/builds/v1"  # a build written by data_build/build.py
+
+
+@dataclass
+class LoraSection:
+    r: int = 32
+    alpha: int = 32
+    dropout: float = 0.0  # 0: deterministic, and PEFT keeps no dropped copies of long inputs
+    targets: List[str] = field(default_factory=lambda: list(LORA_TARGETS))
+
+
+@dataclass
+class TrainSection:
+    lora: LoraSection = field(default_factory=LoraSection)
+    lr: float = 1e-4
+    epochs: float = 3.0
+    max_steps: int = -1            # > 0 overrides epochs
+    batch_size: int = 2            # per device; x grad_accum = effective batch
+    grad_accum: int = 8
+    # Tokens per sample (prompt + answer). Longer samples get their RESPONSE shortened in the
+    # middle; clamped to model.max_position_embeddings.
+    max_seq_length: int = 32768
+    seed: int = 0
+    lr_scheduler: str = "cosine"
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    logging_steps: int = 10
+    save_steps: int = 250          # checkpoint every N optimizer steps (and on SIGTERM/SIGUSR1)
+    save_total_limit: int = 2
+    # Sample batches of similar length (less padding; matters with a long-tailed length mix).
+    group_by_length: bool = True
+
+
+@dataclass
+class TrainerConfig:
+    # auto: unsloth when CUDA and the unsloth package are available, else peft.
+    name: str = "auto"             # auto | peft | unsloth
+    # null = on with CUDA (needed for 16k-32k tokens), off on CPU (nothing to save there).
+    gradient_checkpointing: Optional[bool] = None
+    attn_implementation: str = "sdpa"  # peft trainer only
+    load_in_4bit: bool = False     # unsloth only; bf16 LoRA fits 32k on an 80 GB H100 (performance.md 5c)
+
+
+@dataclass
+class SFTConfig:
+    subset: SubsetSelection = field(default_factory=SubsetSelection)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainSection = field(default_factory=TrainSection)
+    # null: runs/<subset>__<model>__<prompt>__seed<seed> (relative to the current directory).
+    output_dir: Optional[str] = None
+    # true: delete an existing run dir that holds a different config / data and start again.
+    overwrite: bool = False
+
+
+def register(cs: ConfigStore | None = None) -> None:
+    cs = cs or ConfigStore.instance()
+    register_common(cs)
+    cs.store(name="sft_schema", node=SFTConfig)
+    cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)

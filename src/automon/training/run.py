@@ -1,0 +1,298 @@
+"""`run(cfg)`: one LoRA SFT run of the monitor, from a data build to `<run>/adapter/`.
+
+Stages: validate config -> load build -> check the run dir (same config + same data, or resume is
+refused) -> pick the trainer plug-in (imports unsloth before transformers) -> render + tokenise
+(shortening over-long responses, decode-checking the labels) -> train, resuming from the newest
+complete checkpoint -> save the adapter atomically with automon_adapter.json and a model card.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from automon.build.io import load_build
+from automon.config.train import SFTConfig
+from automon.prompts import PROMPT_VERSIONS
+from automon.training import rundir as rd
+from automon.training.errors import RunDirConflict, TrainConfigError
+
+log = logging.getLogger("automon.training")
+
+WANDB_MODES = ("offline", "online", "disabled")
+DTYPES = ("bfloat16", "float16", "float32", "auto")
+
+
+def _typed(cfg: Any) -> tuple[SFTConfig, dict]:
+    """(typed config, resolved plain dict) from a Hydra DictConfig or an SFTConfig."""
+    from omegaconf import OmegaConf
+
+    if isinstance(cfg, SFTConfig):
+        return cfg, OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    return OmegaConf.to_object(cfg), OmegaConf.to_container(cfg, resolve=True)
+
+
+def validate(c: SFTConfig) -> None:
+    t = c.train
+    checks = [
+        (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
+        (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
+        (t.grad_accum >= 1, f"train.grad_accum must be >= 1, got {t.grad_accum}"),
+        (t.max_steps > 0 or t.epochs > 0, "set train.epochs > 0 or train.max_steps > 0"),
+        (256 <= t.max_seq_length, f"train.max_seq_length must be >= 256, got {t.max_seq_length}"),
+        (t.lora.r >= 1 and t.lora.alpha > 0, f"train.lora.r must be >= 1 and alpha > 0, got {t.lora.r}/{t.lora.alpha}"),
+        (0 <= t.lora.dropout < 1, f"train.lora.dropout must be in [0, 1), got {t.lora.dropout}"),
+        (bool(t.lora.targets) and "lm_head" not in t.lora.targets,
+         "train.lora.targets must be non-empty and must not include lm_head (vLLM cannot serve it; "
+         "the loss reads lm_head.weight directly)"),
+        (t.save_steps >= 1 and t.logging_steps >= 1, "train.save_steps and train.logging_steps must be >= 1"),
+        (c.prompt.version in PROMPT_VERSIONS,
+         f"unknown prompt.version {c.prompt.version!r}; known: {', '.join(PROMPT_VERSIONS)}"),
+        (c.wandb.mode in WANDB_MODES, f"wandb.mode must be one of {', '.join(WANDB_MODES)}, got {c.wandb.mode!r}"),
+        (c.model.dtype in DTYPES, f"model.dtype must be one of {', '.join(DTYPES)}, got {c.model.dtype!r}"),
+        (c.model.pretrained != "api",
+         f"model={c.model.name} is a monitor behind an API (evaluation only); train a local model such as "
+         "model=qwen3_4b_instruct_2507, model=qwen3_8b or model=tiny"),
+        (c.trainer.name in ("auto", "peft", "unsloth"),
+         f"trainer.name must be auto, peft or unsloth, got {c.trainer.name!r}"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise TrainConfigError(msg)
+
+
+def run_dir_for(c: SFTConfig, subset_label: str) -> Path:
+    if c.output_dir:
+        return Path(c.output_dir)
+    return Path("runs") / rd.run_name(subset_label, c.model.name, c.prompt.name, c.train.seed)
+
+
+@contextlib.contextmanager
+def _run_lock(run_dir: Path):
+    import fcntl
+
+    f = open(run_dir / ".lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise RunDirConflict(f"another process is already training into {run_dir}") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(f, fcntl.LOCK_UN)
+        f.close()
+
+
+@contextlib.contextmanager
+def _log_to(path: Path):
+    root = logging.getLogger()
+    fh = logging.FileHandler(path, encoding="utf-8")
+    fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(fh)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+               for h in root.handlers):
+        sh = logging.StreamHandler(sys.stderr)
+        sh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        root.addHandler(sh)
+    try:
+        yield
+    finally:
+        root.removeHandler(fh)
+        fh.close()
+
+
+def _manifest_summary(manifest: dict) -> dict:
+    return {k: manifest[k] for k in ("format", "seed", "counts", "files") if k in manifest}
+
+
+def _init_wandb(c: SFTConfig, run_dir: Path, resolved: dict, build, subsets: list[str]):
+    if c.wandb.mode == "disabled":
+        return None
+    # The config decides (offline by default, no key needed); a stray WANDB_MODE must not override it.
+    os.environ["WANDB_MODE"] = c.wandb.mode
+    import wandb
+
+    wandb_dir = Path(c.wandb.dir) if c.wandb.dir else run_dir
+    wandb_dir.mkdir(parents=True, exist_ok=True)
+    run_id = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16]  # same run dir -> same wandb run
+    return wandb.init(project=c.wandb.project, entity=c.wandb.entity, dir=str(wandb_dir), mode=c.wandb.mode,
+                      name=run_dir.name, id=run_id, resume="allow",
+                      config={"automon": resolved, "subsets": subsets,
+                              "data_manifest_hash": build.manifest_hash, "data_build": str(build.path),
+                              "data_manifest": _manifest_summary(build.manifest)})
+
+
+def run(cfg: Any) -> int:
+    """Train one adapter. Returns 0 when done (or already done), 128 + signal when stopped by
+    SIGTERM/SIGUSR1 after saving a checkpoint. User errors raise TrainError / BuildNotFound /
+    ModelLoadError (train/sft.py turns them into exit status 2)."""
+    t0 = time.perf_counter()
+    c, resolved = _typed(cfg)
+    validate(c)
+    subsets = rd.subset_names(c.subset.include)
+    label = rd.subset_label(subsets)
+    run_dir = run_dir_for(c, label)
+    resolved["output_dir"] = str(run_dir)
+    build = load_build(c.data.dir)
+
+    prev = None
+    if not c.overwrite:
+        prev = rd.check_existing(run_dir, resolved, build.manifest_hash, str(build.path))
+        adapter_dir = run_dir / "adapter"
+        if prev and prev.get("status") == "complete" and (adapter_dir / "automon_adapter.json").exists():
+            print(f"{run_dir} is already complete (adapter at {adapter_dir}); nothing to do. "
+                  "Pass overwrite=true to train again.", file=sys.stderr)
+            return 0
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with _run_lock(run_dir):
+        if c.overwrite:
+            rd.clear(run_dir, keep=(".lock",))
+        with _log_to(run_dir / "train.log"):
+            return _train(c, resolved, subsets, label, run_dir, build, prev, t0)
+
+
+def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir: Path, build, prev,
+           t0: float) -> int:
+    from automon.training.trainers import get_trainer, resolve_trainer_name
+
+    # The plug-in is chosen, and unsloth imported, before anything imports transformers.
+    trainer_name = resolve_trainer_name(c.trainer.name)
+    plugin = get_trainer(trainer_name)
+    plugin.prepare()
+
+    from omegaconf import OmegaConf
+
+    from automon.adapter_meta import AdapterMeta
+    from automon.models.loading import load_tokenizer, resolve_model_path
+    from automon.training.callbacks import MetricsCallback, PreemptionCallback, PreemptionGuard
+    from automon.training.card import model_card
+    from automon.training.data import ExampleBuilder, select_samples, supervised_text
+    from automon.training.sft_args import make_sft_args
+    from automon.training.trainers import Throughput, cuda_available
+    from automon.versions import code_version, library_versions
+
+    import transformers
+    from transformers.trainer_callback import PrinterCallback
+
+    transformers.logging.set_verbosity_warning()
+    log.info("run dir %s; subsets %s; model %s; prompt %s; trainer %s", run_dir, ",".join(subsets),
+             c.model.name, c.prompt.version, trainer_name)
+
+    # ---- data -------------------------------------------------------------------------------
+    tok = load_tokenizer(c.model)
+    model_path = resolve_model_path(c.model)
+    max_len = min(c.train.max_seq_length, c.model.max_position_embeddings)
+    samples = select_samples(build.samples("train"), subsets)
+    if not samples:
+        raise TrainConfigError(f"the build at {build.path} has no training samples for {label}; "
+                               f"its train counts: {build.manifest.get('counts', {}).get('train', {})}")
+    builder = ExampleBuilder(tok, c.prompt.version, c.model.enable_thinking, max_len)
+    dataset, stats, first = builder.build_dataset(samples)
+    del samples
+    data_summary = stats.summary()
+    log.info("%d training samples (%s); %d shortened to fit %d tokens; lengths mean %s p95 %s max %s",
+             stats.n, data_summary["by_subset"], stats.responses_shortened, max_len,
+             data_summary["length_mean"], data_summary["length_p95"], data_summary["length_max"])
+    log.info("example %s: prompt ends %r; supervised tokens %r", first.sample_id, first.prompt[-80:],
+             supervised_text(tok, first))
+
+    # ---- run record -------------------------------------------------------------------------
+    if not (run_dir / "config.yaml").exists():
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    on_cuda = cuda_available()
+    run_info = {
+        "status": "running", "trainer": trainer_name, "device": "cuda" if on_cuda else "cpu",
+        "subsets": subsets, "subset": label, "data_build": str(Path(build.path).resolve()),
+        "data_manifest_hash": build.manifest_hash, "base_model_path": model_path,
+        "code_version": code_version(), "versions": library_versions(),
+        "max_seq_length": max_len, "data": data_summary,
+        "segments": (prev or {}).get("segments", 0) + 1,
+    }
+    if prev and prev.get("trainer") not in (None, trainer_name):
+        log.warning("this run was started with trainer %s and continues with %s", prev["trainer"], trainer_name)
+    rd.write_json(run_dir / "run.json", run_info)
+
+    # ---- trainer ----------------------------------------------------------------------------
+    wb = _init_wandb(c, run_dir, resolved, build, subsets)
+    try:
+        args = make_sft_args(c, run_dir, on_cuda, ["wandb"] if wb is not None else [])
+        guard = PreemptionGuard()
+        throughput = Throughput()
+        metrics_path = run_dir / "metrics.jsonl"
+        callbacks = [MetricsCallback(metrics_path, throughput), PreemptionCallback(guard)]
+        trainer = plugin.build(c, model_path, tok, dataset, args, callbacks, max_len)
+        trainer.automon_throughput = throughput
+        trainer.remove_callback(PrinterCallback)  # MetricsCallback logs each step once, in our format
+        ckpt = rd.last_complete_checkpoint(run_dir)
+        if ckpt is not None:
+            log.info("resuming from %s", ckpt)
+            rd.trim_metrics(metrics_path, rd.checkpoint_step(ckpt))
+        elif metrics_path.exists():
+            metrics_path.unlink()  # a fresh start: no stale lines from a run that never checkpointed
+        with guard:
+            out = trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+
+        if guard.signum is not None:
+            done = rd.last_complete_checkpoint(run_dir)
+            run_info.update(status="preempted", checkpoint=str(done) if done else None)
+            rd.write_json(run_dir / "run.json", run_info)
+            print(f"stopped by signal {guard.signum} after saving {done}; rerun the same command to resume",
+                  file=sys.stderr)
+            return 128 + guard.signum
+
+        # ---- adapter ----------------------------------------------------------------------------
+        metrics = rd.read_metrics(metrics_path)
+        summary = {
+            "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
+            "tokens_seen": int(trainer.state.num_input_tokens_seen),
+            "loss_first": metrics[0]["loss"] if metrics else None,
+            "loss_last": metrics[-1]["loss"] if metrics else None,
+            "loss_per_step": [[m["step"], m["loss"]] for m in metrics],
+            "train_runtime_s_last_segment": out.metrics.get("train_runtime"),
+            "tokens_per_s_last_segment": (round(out.metrics["train_tokens_per_second"], 1)
+                                          if "train_tokens_per_second" in out.metrics else None),
+            "max_seq_length": max_len, "data": data_summary, "trainer": trainer_name,
+        }
+        versions = run_info["versions"]
+        tmp = run_dir / ".adapter.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        trainer.model.save_pretrained(str(tmp))
+        AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt_version=c.prompt.version,
+                    enable_thinking=c.model.enable_thinking, subset=label, data_manifest_hash=build.manifest_hash,
+                    lora_rank=c.train.lora.r, automon_version=versions.get("automon", ""),
+                    code_version=run_info["code_version"],
+                    extra={"subsets": subsets, "lora_alpha": c.train.lora.alpha,
+                           "lora_targets": list(c.train.lora.targets), "trainer": trainer_name,
+                           "max_seq_length": max_len, "steps": summary["steps"], "seed": c.train.seed,
+                           "run_dir": str(run_dir)}).write(tmp)
+        (tmp / "README.md").write_text(model_card(
+            cfg=c, run_name=run_dir.name, subsets=subsets, subset_label=label, base_path=model_path,
+            trainer=trainer_name, manifest_hash=build.manifest_hash, build_path=str(build.path),
+            summary=summary, versions=versions, code_version=run_info["code_version"]))
+        adapter_dir = run_dir / "adapter"
+        if adapter_dir.exists():
+            shutil.rmtree(adapter_dir)
+        os.replace(tmp, adapter_dir)
+        summary["wall_time_s_last_segment"] = round(time.perf_counter() - t0, 1)
+        rd.write_json(run_dir / "train_metrics.json", summary)
+        run_info.update(status="complete", adapter=str(adapter_dir), steps=summary["steps"])
+        rd.write_json(run_dir / "run.json", run_info)
+        if wb is not None:
+            wb.summary.update({"samples_shortened": stats.responses_shortened, "train_samples": stats.n})
+        log.info("done: %d steps, loss %s -> %s; adapter at %s (%.1f s)", summary["steps"],
+                 summary["loss_first"], summary["loss_last"], adapter_dir, time.perf_counter() - t0)
+        return 0
+    finally:
+        if wb is not None:
+            wb.finish()

@@ -1,0 +1,251 @@
+"""Trainer plug-ins, keyed by name: `peft` (transformers + TRL + PEFT, CPU and GPU) and `unsloth` (GPU).
+
+Unsloth patches transformers/TRL/PEFT when imported and warns if it comes second, so `prepare()`
+runs before anything imports transformers; it is the only place that imports unsloth. Nothing here
+imports torch, transformers or unsloth at module import.
+
+Loss. TRL 1.15's SFTTrainer routes the loss through a fused LM head whose kernel needs triton and a
+GPU; on a CPU-only torch it fails at the first step (apis.md s2a). The `peft` trainer therefore
+replaces `compute_loss` with `label_position_loss`: the backbone runs on every token, but the LM
+head only on the positions whose next token carries a label (`logits_to_keep=<indices>`), then a
+token-summed cross-entropy divided by the number of label tokens in the whole accumulated batch
+(the same normalisation as transformers' `num_items_in_batch`). That is the standard causal-LM
+loss on the answer tokens, and it also skips ~10% of the FLOPs and the 32k x 152k logits
+(performance.md s8.2). The `unsloth` trainer keeps Unsloth's own patched loss.
+
+Verification status: the `peft` plug-in is exercised by the CPU tests. The `unsloth` plug-in was run
+end to end only on Unsloth 2026.10.9's CPU fallback (tiny model: loss fell, adapter saved); its GPU
+path is written from the API in apis.md s5b and awaits `bench/bench_train_gpu.py` on an H100.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+TRAINERS: dict[str, "TrainerPlugin"] = {}
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def unsloth_installed() -> bool:
+    return importlib.util.find_spec("unsloth") is not None
+
+
+def resolve_trainer_name(name: str) -> str:
+    """`auto` -> unsloth with CUDA and the unsloth package, else peft."""
+    from automon.training.errors import TrainConfigError
+
+    if name == "auto":
+        return "unsloth" if cuda_available() and unsloth_installed() else "peft"
+    if name not in TRAINERS:
+        raise TrainConfigError(f"unknown trainer {name!r}; valid: auto, {', '.join(TRAINERS)}")
+    if name == "unsloth":
+        if not cuda_available():
+            raise TrainConfigError("trainer=unsloth needs a CUDA GPU; use trainer=peft (or trainer=auto) on CPU")
+        if not unsloth_installed():
+            raise TrainConfigError("trainer=unsloth needs the unsloth package: pip install -e '.[gpu-train]', "
+                                   "or use trainer=peft")
+    return name
+
+
+def get_trainer(name: str) -> "TrainerPlugin":
+    return TRAINERS[name]
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared trainer behaviour: label-position loss, throughput in the logs.
+
+def label_position_loss(model, inputs: dict, num_items_in_batch=None):
+    """Causal-LM cross-entropy on label positions only; see the module docstring."""
+    import torch
+    import torch.nn.functional as F
+
+    labels = inputs.pop("labels")
+    target = labels[:, 1:]                       # the token predicted at position t is labels[t + 1]
+    keep = (target != -100).any(dim=0).nonzero().squeeze(-1)
+    inputs["use_cache"] = False
+    out = model(**inputs, logits_to_keep=keep)
+    logits = out.logits                           # (batch, len(keep), vocab)
+    tgt = target[:, keep]
+    loss_sum = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt.reshape(-1),
+                               ignore_index=-100, reduction="sum")
+    n = num_items_in_batch if num_items_in_batch is not None else (tgt != -100).sum()
+    return loss_sum / torch.as_tensor(n, device=loss_sum.device).clamp(min=1), out
+
+
+class Throughput:
+    """Tokens seen and tokens/s between logging steps (non-padding input tokens)."""
+
+    def __init__(self) -> None:
+        self.t = None
+        self.tokens = 0
+
+    def start(self, tokens_seen: int) -> None:
+        self.t, self.tokens = time.perf_counter(), int(tokens_seen)
+
+    def update(self, tokens_seen: int) -> dict:
+        now = time.perf_counter()
+        if self.t is None:
+            self.start(tokens_seen)
+            return {"tokens_seen": int(tokens_seen)}
+        dt = max(now - self.t, 1e-9)
+        rate = (int(tokens_seen) - self.tokens) / dt
+        self.t, self.tokens = now, int(tokens_seen)
+        return {"tokens_seen": int(tokens_seen), "tokens_per_s": round(rate, 1)}
+
+
+class SeededLengthGroupedSampler:
+    """Length-grouped order (transformers' get_length_grouped_indices) drawn from seed + epoch.
+
+    transformers' LengthGroupedSampler draws from the global torch RNG, so a resumed run sees a
+    different order than an uninterrupted one; this one depends only on (seed, epoch), which
+    the Trainer sets through `set_epoch`, so resuming reproduces the uninterrupted run exactly.
+    """
+
+    def __init__(self, lengths: list[int], group_size: int, seed: int) -> None:
+        self.lengths, self.group_size, self.seed, self.epoch = list(lengths), group_size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self):
+        import torch
+        from transformers.trainer_pt_utils import get_length_grouped_indices
+
+        g = torch.Generator()
+        g.manual_seed(self.seed + self.epoch)
+        return iter(get_length_grouped_indices(self.lengths, self.group_size, generator=g))
+
+
+def make_trainer_class(base: type, label_only_loss: bool) -> type:
+    """`base` (TRL's SFTTrainer, possibly Unsloth-patched) + automon's loss and log additions."""
+
+    class AutomonSFTTrainer(base):  # type: ignore[misc, valid-type]
+        automon_throughput: Throughput | None = None
+
+        def _get_train_sampler(self, train_dataset=None):
+            # self.train_dataset still has our "length" column; the one passed in had it removed.
+            ds = self.train_dataset
+            if self.args.train_sampling_strategy == "group_by_length" and "length" in ds.column_names:
+                return SeededLengthGroupedSampler(
+                    ds["length"], self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                    self.args.data_seed if self.args.data_seed is not None else self.args.seed)
+            return super()._get_train_sampler(train_dataset)
+
+        if label_only_loss:
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                loss, out = label_position_loss(model, inputs, num_items_in_batch)
+                return (loss, out) if return_outputs else loss
+
+        def log(self, logs: dict, start_time=None) -> None:
+            if "loss" in logs and self.automon_throughput is not None:
+                logs.update(self.automon_throughput.update(self.state.num_input_tokens_seen))
+            super().log(logs, start_time)
+
+    return AutomonSFTTrainer
+
+
+# --------------------------------------------------------------------------------------------------
+# Plug-ins
+
+@dataclass
+class TrainerPlugin:
+    name: str
+    prepare: Callable[[], None]
+    # (cfg, model_path, tokenizer, train_dataset, sft_args, callbacks, max_seq_length) -> trainer
+    build: Callable[..., Any]
+
+
+def _torch_dtype(name: str, on_cuda: bool):
+    import torch
+
+    if name == "auto":
+        return "auto"
+    dt = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
+    if not on_cuda and dt is torch.float16:
+        return torch.float32  # fp16 matmuls on CPU are slow and lossy; train fp32 there
+    return dt
+
+
+def _lora_config(cfg):
+    from peft import LoraConfig
+
+    lc = cfg.train.lora
+    return LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=list(lc.targets),
+                      bias="none", task_type="CAUSAL_LM")
+
+
+def _prepare_peft() -> None:
+    pass
+
+
+def _build_peft(cfg, model_path: str, tokenizer, train_dataset, sft_args, callbacks, max_seq_length: int):
+    from transformers import AutoModelForCausalLM
+    from trl import SFTTrainer
+
+    from automon.models.loading import ModelLoadError, _offline_hint
+
+    on_cuda = cuda_available()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            model_path, revision=cfg.model.revision, dtype=_torch_dtype(cfg.model.dtype, on_cuda),
+            attn_implementation=cfg.trainer.attn_implementation)
+    except Exception as e:  # noqa: BLE001 - re-raised with what to do
+        raise ModelLoadError(_offline_hint(model_path, e)) from e
+    cls = make_trainer_class(SFTTrainer, label_only_loss=True)
+    return cls(model=model, args=sft_args, train_dataset=train_dataset, processing_class=tokenizer,
+               peft_config=_lora_config(cfg), callbacks=callbacks)
+
+
+def _prepare_unsloth() -> None:
+    import sys
+
+    late = [m for m in ("transformers", "trl", "peft") if m in sys.modules]
+    if late:
+        log.warning("unsloth imported after %s; its patches may be incomplete", ", ".join(late))
+    import unsloth  # noqa: F401  (patches transformers / TRL on import)
+
+
+def _build_unsloth(cfg, model_path: str, tokenizer, train_dataset, sft_args, callbacks, max_seq_length: int):
+    from trl import SFTTrainer  # Unsloth's patched class, since unsloth was imported first
+    from unsloth import FastLanguageModel
+
+    from automon.models.loading import ModelLoadError, _offline_hint
+
+    gc = sft_args.gradient_checkpointing
+    try:
+        # Our own tokenizer renders and tokenises (byte-identical to evaluation); Unsloth's copy is unused.
+        model, _ = FastLanguageModel.from_pretrained(
+            model_name=model_path, max_seq_length=max_seq_length,
+            dtype=None if cfg.model.dtype == "auto" else _torch_dtype(cfg.model.dtype, True),
+            load_in_4bit=cfg.trainer.load_in_4bit, full_finetuning=False, fix_tokenizer=False,
+            revision=cfg.model.revision, random_state=cfg.train.seed,
+            use_gradient_checkpointing="unsloth" if gc else False)
+    except Exception as e:  # noqa: BLE001
+        raise ModelLoadError(_offline_hint(model_path, e)) from e
+    lc = cfg.train.lora
+    model = FastLanguageModel.get_peft_model(
+        model, r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=list(lc.targets),
+        bias="none", use_gradient_checkpointing="unsloth" if gc else False, random_state=cfg.train.seed)
+    # Unsloth runs its own (offloaded) checkpointing; the Trainer must not wrap the model again.
+    sft_args.gradient_checkpointing = False
+    cls = make_trainer_class(SFTTrainer, label_only_loss=False)
+    return cls(model=model, args=sft_args, train_dataset=train_dataset, processing_class=tokenizer,
+               callbacks=callbacks)
+
+
+TRAINERS["peft"] = TrainerPlugin("peft", _prepare_peft, _build_peft)
+TRAINERS["unsloth"] = TrainerPlugin("unsloth", _prepare_unsloth, _build_unsloth)
