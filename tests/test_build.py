@@ -127,7 +127,7 @@ def test_planted_near_duplicate_of_a_test_sample_is_caught(synth_root, small_bui
     hh = root / "hh-rlhf" / "harmless-base_test.jsonl.gz"
     rows = [json.loads(line) for line in gzip.open(hh, "rt")]
     words = victim.request.split(" ")
-    words[len(words) // 2] = "zeppelin"  # a near duplicate, not an exact copy and not the same item key
+    words[1] = "zeppelin"  # one word changed near the start: a near duplicate, not an exact copy or the same key
     prefix = "\n\n" + " ".join(words)
     rows.append({"chosen": f"{prefix}\n\nAssistant: {twin.response}", "rejected": f"{prefix}\n\nAssistant: {victim.response}"})
     with open(hh, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as g:
