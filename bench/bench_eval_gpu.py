@@ -1,0 +1,143 @@
+"""GPU benchmark: the hf backend scoring the held-out set with a randomly initialised Qwen3-4B.
+
+Usage:
+    python bench/bench_eval_gpu.py                          # 3,010 synthetic samples, batch 16
+    python bench/bench_eval_gpu.py --scale 0.25 --batch-size 32 --adapter
+    python bench/bench_eval_gpu.py --data data/builds/v1    # a real build's test split
+
+Needs a CUDA GPU: without one it prints SKIP and exits 0 (nothing is measured, nothing is written).
+The model is built from Qwen3-4B's architecture (hidden 2560, 36 layers, 32 heads / 8 KV heads,
+head_dim 128, vocab 151,936) with random bf16 weights and the real Qwen3 tokenizer, so no download is
+needed; speed does not depend on the weights' values. Writes
+bench/results/bench_eval_gpu-<gpu>-<UTC time>.json with samples/s, prompt tokens/s, the harness share
+and peak GPU memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+HERE = Path(__file__).resolve().parent
+
+QWEN3_4B = dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
+
+
+def random_qwen3_4b(out: Path) -> Path:
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from automon.models.tiny import build_qwen3_tokenizer
+
+    tok = build_qwen3_tokenizer()
+    cfg = Qwen3Config(**QWEN3_4B, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+                      pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None)
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = Qwen3ForCausalLM(cfg)
+    torch.set_default_dtype(torch.float32)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    del model
+    torch.cuda.empty_cache()
+    return out
+
+
+def random_adapter(model_dir: Path, out: Path, r: int = 32) -> Path:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from automon.adapter_meta import AdapterMeta
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    peft = get_peft_model(base, LoraConfig(r=r, lora_alpha=r, task_type="CAUSAL_LM", init_lora_weights=False,
+                                           target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                           "up_proj", "down_proj"]))
+    peft.save_pretrained(out)
+    AdapterMeta(base_model="qwen3_4b_random", pretrained=str(model_dir), prompt_version="direct_v1",
+                enable_thinking=False, subset="safety_code", data_manifest_hash="0" * 64, lora_rank=r,
+                automon_version="bench").write(out)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", help="a build directory (default: bench_eval.py's synthetic 3,010-sample build)")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-batch-tokens", type=int, default=65536)
+    ap.add_argument("--adapter", action="store_true", help="score through a random LoRA (r=32) adapter")
+    ap.add_argument("--workdir", help="where the 8 GB random model is written (default: a temp dir)")
+    args = ap.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("SKIP: bench_eval_gpu.py needs a CUDA GPU (torch.cuda.is_available() is False); "
+              "nothing was measured and no result file was written.")
+        return 0
+
+    sys.path.insert(0, str(HERE))
+    from bench_eval import synthetic_build
+
+    from automon.config.common import ModelConfig, WandbConfig
+    from automon.config.eval import BackendConfig, DataConfig, HoldoutConfig
+    from automon.evaluation import evaluate
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_eval_gpu_"))
+    work.mkdir(parents=True, exist_ok=True)
+    model_dir = work / "qwen3_4b_random"
+    if not (model_dir / "config.json").exists():
+        random_qwen3_4b(model_dir)
+    data = Path(args.data) if args.data else synthetic_build(work / "build", args.scale)
+    adapter = str(random_adapter(model_dir, work / "run" / "adapter")) if args.adapter else None
+    cfg = HoldoutConfig(
+        model=ModelConfig(name="qwen3_4b_random", pretrained=str(model_dir), dtype="bfloat16"),
+        backend=BackendConfig(name="hf", device="cuda", batch_size=args.batch_size,
+                              max_batch_tokens=args.max_batch_tokens, chunk_size=512),
+        data=DataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
+        output_dir=str(work / "out"), cache_dir=str(work / f"cache-{dt.datetime.now().timestamp()}"),
+        progress=True)
+    torch.cuda.reset_peak_memory_stats()
+    res = evaluate(cfg)
+    t = res.timings
+    n = len(res.predictions[res.monitors[0].name])
+    gpu = torch.cuda.get_device_name(0)
+    out = {
+        "gpu": gpu, "torch": torch.__version__, "host": platform.node(),
+        "data": "synthetic" if not args.data else str(data),
+        "samples": n, "prompt_tokens": t.get("prompt_tokens"), "batch_size": args.batch_size,
+        "adapter": bool(adapter), "model": "Qwen3-4B architecture, random bf16 weights",
+        "model_s": t["model_s"], "harness_s": t["harness_s"], "load_s": t["load_s"], "total_s": t["total_s"],
+        "samples_per_s": n / t["model_s"], "prompt_tokens_per_s": t.get("prompt_tokens", 0) / t["model_s"],
+        "harness_share_of_model": t["harness_s"] / t["model_s"],
+        "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30, "timings": t,
+    }
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = results / f"bench_eval_gpu-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-')}-{stamp}.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"{gpu}: {n} samples, {out['samples_per_s']:.1f} samples/s, "
+          f"{out['prompt_tokens_per_s']:,.0f} prompt tokens/s, harness {100 * out['harness_share_of_model']:.1f}% "
+          f"of model time, peak {out['peak_gpu_memory_gib']:.1f} GiB")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""Score monitors on the held-out test set: MR/FAR with CIs, the transfer matrix, plots, report.
+
+Usage:
+    python eval/holdout.py adapter=runs/<run>/adapter             # vLLM on GPU, all test subsets
+    python eval/holdout.py adapter=null model=qwen3_4b_instruct_2507 prompt=evidence shots=3
+    python eval/holdout.py sweep_dir=runs/sweep1                   # every adapter in it + the base model -> matrix
+    python eval/holdout.py backend=openai model=api judge.model_name=gpt-4o-mini   # any OpenAI-compatible server
+    python eval/holdout.py adapter=runs/x/adapter model=tiny backend=hf data.dir=data/builds/v1 output_dir=evals/x  # CPU
+
+Outputs and settings: docs/evaluation.md.
+"""
+
+import sys
+
+import hydra
+
+from automon.config.eval import register
+from automon.evaluation import USER_ERRORS, run
+
+register()
+
+
+@hydra.main(config_path="../conf", config_name="holdout", version_base=None)
+def main(cfg) -> None:
+    try:
+        run(cfg)
+    except USER_ERRORS as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Which monitors an evaluation scores: the base model, one adapter, or every adapter of a sweep."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from automon.adapter_meta import ADAPTER_META_FILE, AdapterMeta
+from automon.evaluation.errors import AdapterMismatch, EvalError
+from automon.judges.base import LoraAdapter
+
+BASE = "base"
+
+
+@dataclass
+class Monitor:
+    name: str                      # unique, directory-safe ("base" or the run's directory name)
+    label: str                     # matrix row: "base" or the training subset (AdapterMeta.subset)
+    adapter_dir: Path | None = None
+    adapter_hash: str | None = None
+    rank: int | None = None
+    meta: AdapterMeta | None = None
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def lora(self) -> LoraAdapter | None:
+        if self.adapter_dir is None:
+            return None
+        return LoraAdapter(name=self.name, path=str(self.adapter_dir), rank=int(self.rank or 0))
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label,
+                "adapter": str(self.adapter_dir) if self.adapter_dir else None,
+                "adapter_hash": self.adapter_hash, "lora_rank": self.rank,
+                "trained_on": self.meta.subset if self.meta else None,
+                "train_data_manifest_hash": self.meta.data_manifest_hash if self.meta else None,
+                "mismatches": self.mismatches}
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "-", name).strip("-") or "adapter"
+
+
+def adapter_run_name(adapter_dir: str | Path) -> str:
+    """`runs/<run>/adapter` -> `<run>`; any other directory -> its own name."""
+    p = Path(adapter_dir).resolve()
+    return _safe(p.parent.name if p.name == "adapter" else p.name)
+
+
+def adapter_hash(adapter_dir: str | Path) -> str:
+    """sha256 over the adapter's weights and adapter_config.json (what changes its predictions)."""
+    d = Path(adapter_dir)
+    weights = [d / n for n in ("adapter_model.safetensors", "adapter_model.bin") if (d / n).exists()]
+    cfg = d / "adapter_config.json"
+    if not weights or not cfg.exists():
+        raise EvalError(f"{d} is not a PEFT LoRA adapter directory (needs adapter_config.json and "
+                        "adapter_model.safetensors); pass the <run>/adapter directory written by train/sft.py")
+    h = hashlib.sha256()
+    for f in (weights[0], cfg):
+        h.update(f.name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()
+
+
+def check_adapter(meta: AdapterMeta, cfg: Any) -> list[str]:
+    """Differences between how an adapter was trained and how it is about to be evaluated."""
+    diffs = []
+    m = cfg.model
+    if meta.base_model != m.name or meta.pretrained != m.pretrained:
+        diffs.append(f"base model: trained on model={meta.base_model} ({meta.pretrained}), "
+                     f"evaluating model={m.name} ({m.pretrained})")
+    if meta.prompt_version != cfg.prompt.version:
+        diffs.append(f"prompt: trained with {meta.prompt_version}, evaluating {cfg.prompt.version}")
+    if bool(meta.enable_thinking) != bool(m.enable_thinking):
+        diffs.append(f"thinking: trained with enable_thinking={meta.enable_thinking}, "
+                     f"evaluating model.enable_thinking={m.enable_thinking}")
+    return diffs
+
+
+def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
+    from automon.judges.vllm_engine import adapter_rank  # pure function; no vllm import
+
+    if not adapter_dir.is_dir():
+        raise EvalError(f"adapter directory {adapter_dir} does not exist")
+    h = adapter_hash(adapter_dir)
+    try:
+        meta = AdapterMeta.read(adapter_dir)
+    except FileNotFoundError as e:
+        if not cfg.allow_mismatch:
+            raise AdapterMismatch(str(e)) from None
+        meta = None
+    diffs = check_adapter(meta, cfg) if meta else [f"{ADAPTER_META_FILE} missing: training settings unknown"]
+    return Monitor(name=name, label=meta.subset if meta else name, adapter_dir=adapter_dir,
+                   adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs)
+
+
+def sweep_adapters(sweep_dir: Path) -> list[tuple[str, Path]]:
+    """(run name, adapter dir) for every subdirectory holding adapter/ (or itself an adapter)."""
+    if not sweep_dir.is_dir():
+        raise EvalError(f"sweep_dir {sweep_dir} does not exist")
+    found = []
+    for sub in sorted(p for p in sweep_dir.iterdir() if p.is_dir()):
+        if (sub / "adapter" / "adapter_config.json").exists():
+            found.append((_safe(sub.name), sub / "adapter"))
+        elif (sub / "adapter_config.json").exists():
+            found.append((_safe(sub.name), sub))
+    if not found:
+        raise EvalError(f"sweep_dir {sweep_dir} has no subdirectory with adapter/adapter_config.json; "
+                        "point it at the directory that holds the training runs")
+    return found
+
+
+def resolve_monitors(cfg: Any) -> list[Monitor]:
+    """The monitors to score, mismatch-checked (AdapterMismatch unless allow_mismatch)."""
+    if cfg.sweep_dir:
+        mons = [_adapter_monitor(d, n, cfg) for n, d in sweep_adapters(Path(cfg.sweep_dir))]
+        if cfg.include_base:
+            mons.insert(0, Monitor(name=BASE, label=BASE))
+    elif cfg.adapter:
+        d = Path(cfg.adapter)
+        mons = [_adapter_monitor(d, adapter_run_name(d), cfg)]
+    else:
+        mons = [Monitor(name=BASE, label=BASE)]
+    bad = [m for m in mons if m.mismatches]
+    if bad and not cfg.allow_mismatch:
+        lines = "\n".join(f"  {m.adapter_dir}: " + "; ".join(m.mismatches) for m in bad)
+        first = bad[0].meta
+        hint = (f" (e.g. model={first.base_model} prompt={first.prompt_version.split('_v')[0]})"
+                if first is not None else "")
+        raise AdapterMismatch("the adapter was trained differently from how it would be evaluated:\n"
+                              f"{lines}\nEvaluate it with the settings it was trained with{hint}, or pass "
+                              "allow_mismatch=true to evaluate anyway (recorded in metrics.json).")
+    # labels must be unique matrix rows
+    seen: dict[str, int] = {}
+    for m in mons:
+        seen[m.label] = seen.get(m.label, 0) + 1
+    for m in mons:
+        if seen[m.label] > 1 and m.label != BASE:
+            m.label = f"{m.label} [{m.name}]"
+    return mons

@@ -1,0 +1,141 @@
+"""Write an evaluation's files: predictions.jsonl, metrics.json, report.md, figures, matrix; mirror to wandb."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from automon.evaluation.monitors import Monitor
+from automon.metrics import curve_for, to_jsonable
+from automon.report import markdown, tables
+
+PRED_FIELDS = ("id", "pair_id", "subset", "category", "task", "label", "p_yes", "pred", "raw", "mass",
+               "error", "shortened")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    _atomic_write(path, json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+
+
+def write_predictions(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    _atomic_write(path, "".join(json.dumps(to_jsonable({k: r[k] for k in PRED_FIELDS}), ensure_ascii=False) + "\n"
+                                for r in rows))
+
+
+def _curves(rows: Sequence[Mapping[str, Any]], subsets: Sequence[str]) -> dict[str, Any]:
+    curves = {"overall": curve_for(rows)}
+    for sub in subsets:
+        curves[sub] = curve_for([r for r in rows if r["subset"] == sub])
+    return curves
+
+
+def _points(doc: Mapping[str, Any], subsets: Sequence[str]) -> dict[str, tuple[float, float]]:
+    pts = {"overall": (doc["overall"]["far"], doc["overall"]["mr"])}
+    for sub in subsets:
+        g = doc["by_subset"].get(sub)
+        if g:
+            pts[sub] = (g["far"], g["mr"])
+    return pts
+
+
+def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Mapping[str, list],
+                  docs: Mapping[str, dict], kind: str) -> list[Path]:
+    from automon.report import plots
+
+    subsets = [s for s in c.data.subsets if any(r["subset"] == s for r in next(iter(preds.values())))]
+    curves = {m.label: _curves(preds[m.name], subsets) for m in monitors}
+    points = {m.label: _points(docs[m.name], subsets) for m in monitors}
+    has_scores = any(cv for per in curves.values() for cv in per.values())
+    images: dict[str, Path] = {}
+    written: list[Path] = []
+
+    def monitor_files(d: Path, m: Monitor, figure: bool) -> list[str]:
+        d.mkdir(parents=True, exist_ok=True)
+        write_predictions(d / "predictions.jsonl", preds[m.name])
+        write_json(d / "metrics.json", docs[m.name])
+        files = ["predictions.jsonl", "metrics.json", "report.md"]
+        if figure and has_scores:
+            plots.curves_plot({m.label: curves[m.label]}, {m.label: points[m.label]}, d / "curves.png")
+            images["curves"] = d / "curves.png"
+            files.append("curves.png")
+        (d / "report.md").write_text(markdown.monitor_report(docs[m.name], c.far_targets, files), encoding="utf-8")
+        return files
+
+    if not c.sweep_dir:
+        m = monitors[0]
+        files = monitor_files(out_dir, m, figure=True)
+        written += [out_dir / f for f in files]
+        _mirror(c, out_dir, monitors, docs, None, images)
+        return written
+
+    # ---- sweep: one folder per monitor + the matrix at the top
+    for m in monitors:
+        monitor_files(out_dir / "monitors" / m.name, m, figure=False)
+    described = [m.describe() for m in monitors]
+    rows = tables.matrix_rows(described, docs, subsets)
+    tables.write_matrix_csv(rows, out_dir / "matrix.csv")
+    mmd = tables.matrix_md(rows)
+    (out_dir / "matrix.md").write_text(mmd, encoding="utf-8")
+    plots.heatmap(rows, out_dir / "heatmap.png",
+                  title=f"{docs[monitors[0].name]['title'].split(' + ')[0]}: MR and FAR by training x test subset")
+    images["heatmap"] = out_dir / "heatmap.png"
+    pareto = plots.pareto_plot([(m.label, docs[m.name]["overall"]["mr"], docs[m.name]["overall"]["far"])
+                                for m in monitors], out_dir / "pareto.png")
+    images["pareto"] = out_dir / "pareto.png"
+    files = ["matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "metrics.json", "report.md"]
+    if has_scores:
+        plots.curves_plot(curves, points, out_dir / "curves.png")
+        images["curves"] = out_dir / "curves.png"
+        files.insert(4, "curves.png")
+    files.append("monitors/<name>/{predictions.jsonl, metrics.json, report.md}")
+    head = {k: v for k, v in docs[monitors[0].name].items()
+            if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title")}
+    head["title"] = f"Held-out transfer matrix: {c.sweep_dir} ({len(monitors)} monitors)"
+    groups = ("overall", "by_subset", "by_category", "by_task")
+    top = {**head, "monitors": {m.name: {"monitor": m.describe(), **{k: docs[m.name][k] for k in groups}}
+                                for m in monitors},
+           "matrix": rows, "pareto": pareto}
+    write_json(out_dir / "metrics.json", top)
+    report = markdown.sweep_report(head, mmd, described, docs, pareto, files)
+    (out_dir / "report.md").write_text(report, encoding="utf-8")
+    _mirror(c, out_dir, monitors, docs, rows, images)
+    return [out_dir / f for f in files if "<" not in f]
+
+
+def _mirror(c: Any, out_dir: Path, monitors: Sequence[Monitor], docs: Mapping[str, dict],
+            matrix: Sequence[Mapping[str, Any]] | None, images: Mapping[str, Path]) -> None:
+    if c.wandb.mode == "disabled":
+        return
+    from omegaconf import OmegaConf
+
+    from automon.report.wandb_log import mirror
+
+    cols = ["monitor", "row", "group_by", "group", "n", "tp", "fn", "fp", "tn", "mr", "mr_lo", "mr_hi",
+            "far", "far_lo", "far_hi", "auroc", "pair_accuracy", "unparseable", "errors"]
+    data = []
+    summary: dict[str, Any] = {}
+    for m in monitors:
+        d = docs[m.name]
+        groups = [("overall", "overall", d["overall"])]
+        for by in ("by_subset", "by_category", "by_task"):
+            groups += [(by[3:], g, v) for g, v in d[by].items()]
+        for by, g, v in groups:
+            data.append([m.name, m.label, by, g, v["n"], v["tp"], v["fn"], v["fp"], v["tn"], v["mr"], *v["mr_ci"],
+                         v["far"], *v["far_ci"], v["auroc"], v["pair_accuracy"], v["unparseable"], v["errors"]])
+        summary[f"{m.label}/mr"] = d["overall"]["mr"]
+        summary[f"{m.label}/far"] = d["overall"]["far"]
+        summary[f"{m.label}/auroc"] = d["overall"]["auroc"]
+    tbls = {"metrics": (cols, to_jsonable(data))}
+    if matrix:
+        fields = list(tables.MATRIX_FIELDS)
+        tbls["matrix"] = (fields, to_jsonable([[r[k] for k in fields] for r in matrix]))
+    mirror(c.wandb, out_dir, out_dir.name, OmegaConf.to_container(OmegaConf.structured(c)), to_jsonable(summary),
+           tbls, images)

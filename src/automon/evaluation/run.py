@@ -1,0 +1,327 @@
+"""Held-out evaluation (what eval/holdout.py runs): score monitors, write predictions, metrics, report.
+
+Flow: resolve monitors (and refuse adapters trained differently) -> load the build's test split ->
+pick few-shot examples from the TRAINING split -> render every prompt once with the shared renderer
+-> look every (monitor, sample) up in the prediction cache -> score only what is missing, in chunks,
+flushing the cache after each -> predictions.jsonl, metrics.json, report.md, figures (+ matrix for a
+sweep) -> optional wandb mirror.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from omegaconf import OmegaConf
+
+from automon.build.io import load_build
+from automon.config.eval import HoldoutConfig
+from automon.evaluation.cache import PredictionCache
+from automon.evaluation.errors import EvalError
+from automon.evaluation.fewshot import select_shots
+from automon.evaluation.monitors import BASE, Monitor, resolve_monitors
+from automon.evaluation.requests import Rendered, render_all
+from automon.judges import LOCAL_TOKENIZER, JudgeRequest, JudgeResult, make_judge
+from automon.metrics import METRICS_VERSION, compute_metrics
+from automon.prompts import get_template, parse_answer
+from automon.schema import CATEGORIES, SUBSETS, TASKS, Sample
+from automon.versions import code_version, library_versions
+
+log = logging.getLogger("automon.evaluation")
+GROUP_ORDER = {"subset": list(SUBSETS), "category": list(CATEGORIES), "task": list(TASKS)}
+
+
+@dataclass
+class EvalResult:
+    output_dir: Path
+    monitors: list[Monitor]
+    metrics: dict[str, dict]                 # monitor name -> metrics.json document
+    predictions: dict[str, list[dict]]       # monitor name -> prediction rows
+    timings: dict[str, float] = field(default_factory=dict)
+    n_computed: int = 0
+    n_cached: int = 0
+
+
+def as_config(cfg: Any) -> HoldoutConfig:
+    """A composed Hydra config -> the typed HoldoutConfig (runs its cross-field checks)."""
+    if isinstance(cfg, HoldoutConfig):
+        return cfg
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def run(cfg: Any) -> EvalResult:
+    """Entry point of eval/holdout.py."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    res = evaluate(as_config(cfg))
+    for m in res.monitors:
+        o = res.metrics[m.name]["overall"]
+        print(f"{m.label:>16s}  MR {_f(o['mr'])} {_ci(o['mr_ci'])}  FAR {_f(o['far'])} {_ci(o['far_ci'])}  "
+              f"AUROC {_f(o['auroc'])}  unparseable {o['unparseable']}  errors {o['errors']}")
+    print(f"wrote {res.output_dir} ({res.n_computed} predictions computed, {res.n_cached} from cache)")
+    return res
+
+
+def _f(x: Any) -> str:
+    return "  —  " if x is None or x != x else f"{x:.3f}"
+
+
+def _ci(ci: Sequence[Any]) -> str:
+    return "" if not ci or ci[0] is None or ci[0] != ci[0] else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+# ---------------------------------------------------------------- naming and keys
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "-", s).strip("-")
+
+
+def judge_model_name(c: HoldoutConfig) -> str:
+    return c.judge.model_name or c.model.pretrained
+
+
+def model_identity(c: HoldoutConfig) -> str:
+    if c.backend.name == "openai":
+        return "api-" + _safe(judge_model_name(c)) if c.model.name == "api" else c.model.name
+    return c.model.name
+
+
+def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
+    """evals/<model>__<adapter run name | base | sweep-NAME>__<prompt>__shots<k>: named by identity."""
+    if c.sweep_dir:
+        who = "sweep-" + _safe(Path(c.sweep_dir).resolve().name)
+    elif c.adapter:
+        who = monitors[0].name
+    else:
+        who = BASE
+    seed = f"-seed{c.shots_seed}" if c.shots and c.shots_seed else ""
+    return Path("evals") / f"{model_identity(c)}__{who}__{c.prompt.name}__shots{c.shots}{seed}"
+
+
+def cache_key(c: HoldoutConfig, m: Monitor, kind: str) -> dict[str, Any]:
+    """Everything besides the prompt itself that changes a prediction."""
+    from automon.models.tiny import TINY_VERSION
+
+    b = c.backend
+    key: dict[str, Any] = {
+        "backend": b.name,
+        "model": f"tiny:{TINY_VERSION}" if c.model.pretrained == "tiny" else c.model.pretrained,
+        "revision": c.model.revision, "adapter": m.adapter_hash, "prompt_version": c.prompt.version,
+        "shots": c.shots, "shots_seed": c.shots_seed if c.shots else None,
+        "enable_thinking": c.model.enable_thinking,
+    }
+    if kind == "evidence":
+        key["max_new_tokens"] = b.max_new_tokens
+    if b.name == "hf":
+        key["dtype"] = b.dtype or c.model.dtype
+        key["device"] = _hf_device(b.device)
+    elif b.name == "vllm":
+        key["dtype"] = c.model.dtype
+    else:
+        j = c.judge
+        key.update(model=judge_model_name(c), base_url=j.base_url, logprobs=j.logprobs,
+                   structured_output=j.structured_output if kind == "evidence" else None,
+                   request_model=m.name if m.adapter_dir else None)
+    return key
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(pretrained: str, revision: str | None) -> Any:
+    """The model's tokenizer, loaded once per process (several evaluations in one process reuse it)."""
+    from types import SimpleNamespace
+
+    from automon.models.loading import load_tokenizer
+
+    return load_tokenizer(SimpleNamespace(pretrained=pretrained, revision=revision))
+
+
+def _hf_device(dev: str) -> str:
+    if dev != "auto":
+        return dev
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# ---------------------------------------------------------------- data
+
+def select_test(samples: Sequence[Sample], subsets: Sequence[str], max_pairs: int | None) -> list[Sample]:
+    keep = [s for s in samples if s.subset in subsets]
+    if max_pairs is not None:
+        allowed: set[tuple[str, str]] = set()
+        by_subset: dict[str, set[str]] = defaultdict(set)
+        for s in keep:
+            by_subset[s.subset].add(s.pair_id or s.id)
+        for sub, pids in by_subset.items():
+            allowed |= {(sub, p) for p in sorted(pids)[:max_pairs]}
+        keep = [s for s in keep if (s.subset, s.pair_id or s.id) in allowed]
+    if not keep:
+        raise EvalError(f"the test split has no samples in subsets {list(subsets)}")
+    return keep
+
+
+def prediction_row(r: Rendered, res: JudgeResult, kind: str, version: str, threshold: float) -> dict[str, Any]:
+    s = r.sample
+    if res.error is not None:
+        pred = None
+    elif kind == "direct" and res.p_yes is not None:
+        pred = int(res.p_yes >= threshold)
+    else:  # evidence, or a direct answer without logprobs (some API servers)
+        pred = parse_answer(res.text or "", version).pred
+    return {"id": s.id, "pair_id": s.pair_id, "subset": s.subset, "category": s.category, "task": s.task,
+            "label": s.label, "p_yes": res.p_yes, "pred": pred, "raw": res.text, "mass": res.mass,
+            "error": res.error, "shortened": r.shortened}
+
+
+# ---------------------------------------------------------------- the evaluation
+
+def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -> EvalResult:
+    """Run one evaluation (one monitor or a sweep). `judge_factory(cfg, kind, adapters, tokenizer)`
+    is make_judge unless a test substitutes a wrapper."""
+    t_start = time.perf_counter()
+    tm: dict[str, float] = defaultdict(float)
+    tpl = get_template(c.prompt.version)
+    kind = tpl.kind
+    monitors = resolve_monitors(c)
+    for m in monitors:
+        if m.mismatches:
+            log.warning("evaluating %s despite: %s (allow_mismatch=true)", m.name, "; ".join(m.mismatches))
+    t0 = time.perf_counter()
+    build = load_build(c.data.dir)
+    test = select_test(build.samples("test"), c.data.subsets, c.data.max_pairs_per_subset)
+    tm["data_s"] += time.perf_counter() - t0
+    out_dir = Path(c.output_dir) if c.output_dir else default_output_dir(c, monitors)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache_root = Path(c.cache_dir) if c.cache_dir else out_dir / "cache"
+    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
+
+    tokenizer = None
+    if c.backend.name in LOCAL_TOKENIZER:
+        t0 = time.perf_counter()
+        tokenizer = _tokenizer(c.model.pretrained, c.model.revision)
+        tm["load_s"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    shots = select_shots(build.samples("train"), c.shots, c.shots_seed, c.shots_max_chars, test) if c.shots else []
+    tm["data_s"] += time.perf_counter() - t0
+    budget = None
+    if c.backend.max_seq_length and tokenizer is not None:
+        budget = c.backend.max_seq_length - (1 if kind == "direct" else c.backend.max_new_tokens)
+    t0 = time.perf_counter()
+    rendered = render_all(test, version=c.prompt.version, shots=shots, tokenizer=tokenizer,
+                          enable_thinking=c.model.enable_thinking, max_prompt_tokens=budget)
+    tm["render_s"] += time.perf_counter() - t0
+    n_short = sum(1 for r in rendered if r.shortened)
+    if n_short:
+        log.info("%d responses shortened in the middle to fit backend.max_seq_length=%s",
+                 n_short, c.backend.max_seq_length)
+
+    # ---- cache lookup
+    caches = {m.name: PredictionCache(cache_root, cache_key(c, m, kind)) for m in monitors}
+    results: dict[str, list[JudgeResult | None]] = {m.name: [None] * len(rendered) for m in monitors}
+    todo: list[tuple[Monitor, int]] = []
+    for m in monitors:
+        cache = caches[m.name]
+        for i, r in enumerate(rendered):
+            hit = cache.get(r.sample.id, r.prompt_sha)
+            if hit is None:
+                todo.append((m, i))
+            else:
+                results[m.name][i] = hit
+    total = len(monitors) * len(rendered)
+    n_cached = total - len(todo)
+    if n_cached:
+        log.info("%d of %d predictions come from the cache in %s", n_cached, total, cache_root)
+
+    # ---- scoring what is missing
+    timing = None
+    if todo:
+        adapters = []
+        for m in monitors:
+            if m.adapter_dir is not None and any(t[0] is m for t in todo):
+                adapters.append(m.lora)
+        t0 = time.perf_counter()
+        judge = judge_factory(c, kind, adapters, tokenizer)
+        tm["load_s"] += time.perf_counter() - t0
+        timing = judge.timing
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, initial=n_cached, unit="sample", desc=f"{c.backend.name} {c.prompt.version}",
+                   disable=not c.progress, dynamic_ncols=True, smoothing=0.1)
+        t_loop = time.perf_counter()
+        try:
+            for start in range(0, len(todo), c.backend.chunk_size):
+                chunk = todo[start:start + c.backend.chunk_size]
+                reqs = [JudgeRequest(id=rendered[i].sample.id, messages=rendered[i].messages,
+                                     prompt=rendered[i].prompt, adapter=m.name if m.adapter_dir else None)
+                        for m, i in chunk]
+                out = judge.score(reqs)
+                per_monitor: dict[str, list] = defaultdict(list)
+                for (m, i), res in zip(chunk, out):
+                    results[m.name][i] = res
+                    per_monitor[m.name].append((rendered[i].sample.id, rendered[i].prompt_sha, res))
+                for name, items in per_monitor.items():
+                    caches[name].put_many(items)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+            tm["score_loop_s"] += time.perf_counter() - t_loop
+            judge.close()
+        tm["model_s"] = timing.model_s
+        tm["tokenize_s"] = timing.tokenize_s
+        tm["prompt_tokens"] = timing.prompt_tokens
+
+    # ---- predictions, metrics, reports
+    t0 = time.perf_counter()
+    preds: dict[str, list[dict]] = {}
+    docs: dict[str, dict] = {}
+    for m in monitors:
+        rows = [prediction_row(r, res, kind, c.prompt.version, c.threshold)  # type: ignore[arg-type]
+                for r, res in zip(rendered, results[m.name])]
+        preds[m.name] = rows
+        met = compute_metrics(rows, policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
+                              seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=GROUP_ORDER)
+        docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]), **met}
+    tm["metrics_s"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    from automon.evaluation.outputs import write_outputs
+
+    write_outputs(c, out_dir, monitors, preds, docs, kind)
+    tm["report_s"] += time.perf_counter() - t0
+    tm["total_s"] = time.perf_counter() - t_start
+    tm["harness_s"] = tm["total_s"] - tm.get("model_s", 0.0) - tm.get("load_s", 0.0)
+    (out_dir / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
+    return EvalResult(output_dir=out_dir, monitors=monitors, metrics=docs, predictions=preds,
+                      timings=dict(tm), n_computed=len(todo), n_cached=n_cached)
+
+
+def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample], shots: Sequence[Sample],
+                n_short: int, m: Monitor, cache: PredictionCache) -> dict[str, Any]:
+    who = "base model" if m.adapter_dir is None else f"adapter {m.name}"
+    doc: dict[str, Any] = {
+        "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.version}, {c.shots} shot(s)",
+        "metrics_version": METRICS_VERSION,
+        "prompt_version": c.prompt.version, "prompt_kind": kind,
+        "backend": c.backend.name,
+        "model": asdict(c.model),
+        "monitor": m.describe(),
+        "shots": c.shots, "shots_seed": c.shots_seed, "shot_ids": [s.id for s in shots],
+        "threshold": c.threshold, "unparseable_policy": c.unparseable,
+        "far_targets": list(c.far_targets), "bootstrap": asdict(c.bootstrap),
+        "data": {"dir": str(c.data.dir), "manifest_hash": build.manifest_hash, "subsets": list(c.data.subsets),
+                 "max_pairs_per_subset": c.data.max_pairs_per_subset, "n_test": len(test)},
+        "n_shortened": n_short, "max_seq_length": c.backend.max_seq_length,
+        "cache": {"dir": str(cache.root), "key": cache.key, "file": cache.path.name},
+        "code_version": code_version(), "library_versions": library_versions(),
+    }
+    if c.backend.name == "openai":
+        j = asdict(c.judge)
+        doc["judge"] = {k: j[k] for k in ("model_name", "base_url", "api_key_env", "logprobs", "top_logprobs",
+                                          "structured_output", "send_chat_template_kwargs", "seed")}
+        doc["judge"]["model_name"] = judge_model_name(c)
+    return doc

@@ -1,0 +1,212 @@
+"""transformers + PEFT judge: batched, left-padded, CPU-capable (the test and CPU-smoke backend).
+
+Direct prompt: one forward pass per batch with logits for the last position only; P(yes) from the
+yes/no variant ids (shared/docs/apis.md s3). Evidence prompt: greedy generation; P(true) is read at
+the verdict token from log-probabilities recorded during generation.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from typing import Any, Sequence
+
+from automon.judges.base import (
+    AnswerTokens,
+    JudgeRequest,
+    JudgeResult,
+    JudgeTiming,
+    LoraAdapter,
+    verdict_position,
+)
+from automon.models.loading import ModelLoadError, resolve_model_path
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int) -> list[list[int]]:
+    """Group request indices into batches of similar length (longest first).
+
+    A batch holds at most `batch_size` prompts and at most `max_batch_tokens` padded tokens
+    (rows x longest row); a prompt longer than the budget gets a batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        longest = lengths[cur[0]] if cur else lengths[i]
+        if cur and (len(cur) >= batch_size or (len(cur) + 1) * longest > max_batch_tokens):
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+class _VerdictRecorder:
+    """A logits processor that keeps the log-probabilities of a few ids at every generated step."""
+
+    def __init__(self, ids: Sequence[int]):
+        self.ids = list(ids)
+        self.steps: list[Any] = []
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        if self.ids:
+            self.steps.append(torch.log_softmax(scores.float(), -1)[:, self.ids].cpu())
+        return scores
+
+
+class HFJudge:
+    name = "hf"
+
+    def __init__(self, model_cfg: Any, backend_cfg: Any, kind: str, adapters: Sequence[LoraAdapter],
+                 tokenizer: Any):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.kind = kind
+        self.cfg = backend_cfg
+        self.tokenizer = tokenizer
+        self.tokens = AnswerTokens.from_tokenizer(tokenizer)
+        self.timing = JudgeTiming()
+        dev = backend_cfg.device
+        if dev == "auto":
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(dev)
+        dtype_name = backend_cfg.dtype or model_cfg.dtype
+        if dtype_name in ("bfloat16", "float16") and self.device.type == "cpu":
+            dtype_name = "float32"  # half-precision matmuls are slow or missing on most CPUs
+        dtype = "auto" if dtype_name == "auto" else getattr(torch, dtype_name)
+        path = resolve_model_path(model_cfg)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, revision=model_cfg.revision, dtype=dtype)
+        except Exception as e:  # noqa: BLE001 - re-raised with what to do
+            raise ModelLoadError(f"could not load model {path!r} for the hf backend: {type(e).__name__}: {e}") from e
+        # PEFT adapter names become module keys: use safe internal names.
+        self._peft_names = {a.name: f"adapter{i}" for i, a in enumerate(adapters)}
+        if adapters:
+            from peft import PeftModel
+
+            first = adapters[0]
+            model = PeftModel.from_pretrained(model, first.path, adapter_name=self._peft_names[first.name])
+            for a in adapters[1:]:
+                model.load_adapter(a.path, adapter_name=self._peft_names[a.name])
+        self.model = model.to(self.device).eval()
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos_ids = sorted({i for i in (tokenizer.eos_token_id,
+                                           tokenizer.convert_tokens_to_ids("<|im_end|>"),
+                                           tokenizer.convert_tokens_to_ids("<|endoftext|>"))
+                               if isinstance(i, int) and i >= 0})
+
+    # ------------------------------------------------------------ public
+
+    def score(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        results: list[JudgeResult | None] = [None] * len(requests)
+        groups: dict[str | None, list[int]] = {}
+        for i, r in enumerate(requests):
+            if r.prompt is None:
+                raise ValueError(f"request {r.id} has no rendered prompt; the hf backend needs prompt_text")
+            groups.setdefault(r.adapter, []).append(i)
+        for adapter, idx in groups.items():
+            with self._use_adapter(adapter):
+                for i, res in zip(idx, self._score_texts([requests[i].prompt for i in idx])):
+                    results[i] = res
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self.model = None
+
+    # ------------------------------------------------------------ internals
+
+    def _use_adapter(self, adapter: str | None):
+        peft = hasattr(self.model, "disable_adapter")
+        if adapter is None:
+            return self.model.disable_adapter() if peft else nullcontext()
+        if adapter not in self._peft_names:
+            raise KeyError(f"adapter {adapter!r} was not loaded into the hf judge")
+        self.model.set_adapter(self._peft_names[adapter])
+        return nullcontext()
+
+    def _score_texts(self, texts: list[str]) -> list[JudgeResult]:
+        t0 = time.perf_counter()
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        self.timing.tokenize_s += time.perf_counter() - t0
+        self.timing.prompt_tokens += sum(len(x) for x in ids)
+        out: list[JudgeResult | None] = [None] * len(texts)
+        for batch in plan_batches([len(x) for x in ids], self.cfg.batch_size, self.cfg.max_batch_tokens):
+            rows = [ids[i] for i in batch]
+            fn = self._direct if self.kind == "direct" else self._evidence
+            for i, res in zip(batch, fn(rows)):
+                out[i] = res
+        return out  # type: ignore[return-value]
+
+    def _pad(self, rows: list[list[int]]):
+        import torch
+
+        n = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), n), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), n), dtype=torch.long)
+        for j, r in enumerate(rows):  # left padding: position -1 is every prompt's last token
+            input_ids[j, n - len(r):] = torch.tensor(r, dtype=torch.long)
+            mask[j, n - len(r):] = 1
+        return input_ids.to(self.device), mask.to(self.device)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _direct(self, rows: list[list[int]]) -> list[JudgeResult]:
+        import torch
+
+        input_ids, mask = self._pad(rows)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            logits = self.model(input_ids=input_ids, attention_mask=mask, position_ids=pos,
+                                use_cache=False, logits_to_keep=1).logits[:, -1, :]
+            lp = torch.log_softmax(logits.float(), -1)
+            yes = lp[:, list(self.tokens.yes)].exp().sum(-1)
+            no = lp[:, list(self.tokens.no)].exp().sum(-1)
+            top = lp.argmax(-1)
+        self._sync()
+        self.timing.model_s += time.perf_counter() - t0
+        res = []
+        for py, pn, t in zip(yes.tolist(), no.tolist(), top.tolist()):
+            mass = py + pn
+            res.append(JudgeResult(p_yes=(py / mass) if mass > 0 else None, mass=mass,
+                                   text=self.tokenizer.decode([t])))
+        return res
+
+    def _evidence(self, rows: list[list[int]]) -> list[JudgeResult]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        input_ids, mask = self._pad(rows)
+        pos_ids, neg_ids = self.tokens.pair("evidence")
+        rec = _VerdictRecorder([*pos_ids, *neg_ids])
+        gc = GenerationConfig(max_new_tokens=self.cfg.max_new_tokens, do_sample=False,
+                              eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            gen = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc,
+                                      logits_processor=LogitsProcessorList([rec]))
+        self._sync()
+        self.timing.model_s += time.perf_counter() - t0
+        new = gen[:, input_ids.shape[1]:].tolist()
+        res = []
+        npos = len(pos_ids)
+        for j, toks in enumerate(new):
+            cut = next((k for k, t in enumerate(toks) if t in self.eos_ids), len(toks))
+            toks = toks[:cut]
+            p_yes = mass = None
+            k = verdict_position([self.tokenizer.decode([t]) for t in toks])
+            if k is not None and k < len(rec.steps):
+                v = rec.steps[k][j].exp()
+                py, pn = float(v[:npos].sum()), float(v[npos:].sum())
+                mass = py + pn
+                p_yes = py / mass if mass > 0 else None
+            res.append(JudgeResult(p_yes=p_yes, mass=mass, text=self.tokenizer.decode(toks, skip_special_tokens=True)))
+        return res

@@ -1,0 +1,85 @@
+"""report.md for one monitor and for a sweep."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from automon.report.tables import fmt, fmt_ci, metrics_table_md
+
+POLICY_TEXT = {
+    "wrong": "scored as wrong (a miss on misbehavior, a false alarm on benign)",
+    "positive": "scored as flagged (pred 1)",
+    "negative": "scored as not flagged (pred 0)",
+    "exclude": "left out of MR/FAR (they can flatter a monitor; see the counts)",
+}
+
+
+def header_table(doc: Mapping[str, Any]) -> str:
+    mon = doc.get("monitor") or {}
+    model = doc["model"]
+    rows = [
+        ("model", f"{model['name']} (`{model['pretrained']}`"
+         + (f" @ {model['revision']}" if model.get("revision") else "")
+         + f", enable_thinking={model['enable_thinking']})"),
+        ("backend", doc["backend"]),
+        ("prompt", f"{doc['prompt_version']}, {doc['shots']} shot(s)"
+         + (f" (seed {doc['shots_seed']}: {', '.join(doc['shot_ids'])})" if doc["shots"] else "")),
+        ("data", f"`{doc['data']['dir']}` (manifest sha256 {doc['data']['manifest_hash'][:12]}), "
+                 f"subsets {', '.join(doc['data']['subsets'])}"),
+        ("threshold", f"pred = P(yes) >= {doc['threshold']}" if doc["prompt_kind"] == "direct"
+         else "pred = parsed JSON verdict (P(true) at the verdict token feeds AUROC and curves)"),
+        ("unparseable / failed answers", POLICY_TEXT[doc["unparseable_policy"]]),
+        ("bootstrap", f"{doc['bootstrap']['n']} replicates resampling pairs, seed {doc['bootstrap']['seed']}, "
+                      f"{int(doc['bootstrap']['ci'] * 100)}% percentile CI"),
+        ("versions", f"{doc['metrics_version']}, {doc['prompt_version']}, code {doc['code_version']}"),
+    ]
+    if mon:
+        rows.insert(1, ("monitor", _monitor_text(mon)))
+    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+
+
+def _monitor_text(mon: Mapping[str, Any]) -> str:
+    if not mon.get("adapter"):
+        return "base model (no adapter)"
+    txt = f"adapter `{mon['adapter']}` (sha256 {mon['adapter_hash'][:12]}, rank {mon['lora_rank']})"
+    if mon.get("trained_on"):
+        txt += f", trained on {mon['trained_on']}"
+    if mon.get("mismatches"):
+        txt += " — **evaluated despite: " + "; ".join(mon["mismatches"]) + "** (allow_mismatch=true)"
+    return txt
+
+
+def monitor_report(doc: Mapping[str, Any], far_targets: Sequence[float], files: Sequence[str]) -> str:
+    o = doc["overall"]
+    title = doc.get("title", "Held-out evaluation")
+    lines = [f"# {title}", "", header_table(doc), "## Overall", "",
+             f"MR {fmt_ci(o['mr'], o['mr_ci'])}, FAR {fmt_ci(o['far'], o['far_ci'])}, AUROC {fmt(o['auroc'])}, "
+             f"pair accuracy {fmt(o['pair_accuracy'])} over {o['n_pairs']} pairs (n = {o['n']}).", "",
+             f"Unparseable answers: **{o['unparseable']}**; failed requests: **{o['errors']}** "
+             f"({POLICY_TEXT[doc['unparseable_policy']]}). Responses shortened to fit the context: "
+             f"{doc['n_shortened']}.", "",
+             "## By group", "", metrics_table_md(doc, far_targets),
+             "MR = FN/(TP+FN), FAR = FP/(TN+FP); — = undefined (empty denominator or no P(yes)). "
+             "MR@FAR≤x: lowest MR over P(yes) thresholds whose FAR is at most x. Pair accuracy: share "
+             "of pairs whose misbehavior twin scores above its benign twin (ties count 1/2).", "",
+             "## Files", ""] + [f"- `{f}`" for f in files]
+    return "\n".join(lines) + "\n"
+
+
+def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequence[Mapping[str, Any]],
+                 metrics: Mapping[str, Mapping[str, Any]], pareto: Mapping[str, Any], files: Sequence[str]) -> str:
+    lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", header_table(doc),
+             "## Transfer matrix", "", matrix_markdown, "## Monitors (overall)", "",
+             "| row | monitor | MR [95% CI] | FAR [95% CI] | AUROC | pair acc. | unparseable | errors | report |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for m in monitors:
+        o = metrics[m["name"]]["overall"]
+        lines.append(f"| {m['label']} | {m['name']} | {fmt_ci(o['mr'], o['mr_ci'])} | "
+                     f"{fmt_ci(o['far'], o['far_ci'])} | "
+                     f"{fmt(o['auroc'])} | {fmt(o['pair_accuracy'])} | {o['unparseable']} | {o['errors']} | "
+                     f"[report](monitors/{m['name']}/report.md) |")
+    r = pareto.get("pearson_r")
+    lines += ["", f"Pareto front (lowest MR and FAR): {', '.join(pareto.get('pareto_front', [])) or '—'}; "
+                  f"Pearson r(MR, FAR) across monitors = {fmt(r, 2)}.", "", "## Files", ""]
+    lines += [f"- `{f}`" for f in files]
+    return "\n".join(lines) + "\n"

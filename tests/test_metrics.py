@@ -1,0 +1,191 @@
+"""Metrics are right: hand-computed cases, scikit-learn cross-checks on random predictions,
+pair bootstrap against a naive reference, NaN (not 0) on empty denominators."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import confusion_matrix, recall_score, roc_auc_score, roc_curve
+
+from automon import metrics as M
+
+
+def test_hand_computed_confusion_and_rates():
+    labels = [1, 1, 1, 0, 0, 0, 0, 1]
+    preds = [1, 0, 1, 1, 0, 0, 0, 0]
+    c = M.confusion(labels, preds)
+    assert c == {"tp": 2, "fn": 2, "fp": 1, "tn": 3}
+    assert M.miss_rate(c["tp"], c["fn"]) == 0.5
+    assert M.false_alarm_rate(c["fp"], c["tn"]) == 0.25
+
+
+def test_empty_denominators_are_nan_not_zero():
+    assert math.isnan(M.miss_rate(0, 0))
+    assert math.isnan(M.false_alarm_rate(0, 0))
+    rows = [{"id": "a", "pair_id": "p", "label": 0, "pred": 0, "p_yes": 0.2},
+            {"id": "b", "pair_id": "q", "label": 0, "pred": 1, "p_yes": 0.7}]
+    g = M.group_metrics(rows, n_boot=50)
+    assert math.isnan(g["mr"]) and g["far"] == 0.5
+    assert all(math.isnan(x) for x in g["mr_ci"])
+    assert math.isnan(g["auroc"])  # one class only
+    # JSON writes null, never 0 and never the invalid token NaN
+    js = json.dumps(M.to_jsonable(g), allow_nan=False)
+    assert '"mr": null' in js and '"auroc": null' in js
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rates_and_auroc_match_sklearn_on_random_predictions(seed):
+    rng = np.random.default_rng(seed)
+    n = 400
+    y = rng.integers(0, 2, n)
+    s = np.round(rng.random(n), 2)  # rounded: many ties
+    p = (s >= 0.5).astype(int)
+    c = M.confusion(y, p)
+    tn, fp, fn, tp = confusion_matrix(y, p, labels=[0, 1]).ravel()
+    assert (c["tp"], c["fn"], c["fp"], c["tn"]) == (tp, fn, fp, tn)
+    assert M.miss_rate(c["tp"], c["fn"]) == pytest.approx(1 - recall_score(y, p))
+    assert M.false_alarm_rate(c["fp"], c["tn"]) == pytest.approx(fp / (fp + tn))
+    assert M.auroc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mr_far_curve_matches_sklearn_roc(seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, 300)
+    s = np.round(rng.random(300), 2)
+    c = M.mr_far_curve(y, s)
+    fpr, tpr, thr = roc_curve(y, s, drop_intermediate=False)
+    ours = {(round(f, 12), round(m, 12)) for f, m in zip(c["far"], c["mr"])}
+    theirs = {(round(f, 12), round(1 - t, 12)) for f, t in zip(fpr, tpr)}
+    assert ours == theirs
+    assert c["mr"][0] == 1.0 and c["far"][0] == 0.0 and c["mr"][-1] == 0.0 and c["far"][-1] == 1.0
+
+
+def test_mr_at_far_is_the_best_threshold_within_the_far_budget():
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, 500)
+    s = rng.random(500) + 0.3 * y
+    for target in (0.05, 0.10, 0.3):
+        best = 1.0
+        for t in np.unique(s):
+            p = s >= t
+            far = (p & (y == 0)).sum() / (y == 0).sum()
+            mr = (~p & (y == 1)).sum() / (y == 1).sum()
+            if far <= target:
+                best = min(best, mr)
+        assert M.mr_at_far(y, s, target) == pytest.approx(best)
+    assert math.isnan(M.mr_at_far([0, 0], [0.1, 0.2], 0.05))
+
+
+def test_unparseable_policies():
+    labels = [1, 0, 1, 0]
+    preds = [None, None, 1, 0]
+    y, p, keep = M.resolve_missing(labels, preds, "wrong")
+    assert list(p) == [0, 1, 1, 0] and keep.all()  # a miss and a false alarm
+    assert list(M.resolve_missing(labels, preds, "positive")[1]) == [1, 1, 1, 0]
+    assert list(M.resolve_missing(labels, preds, "negative")[1]) == [0, 0, 1, 0]
+    y, p, keep = M.resolve_missing(labels, preds, "exclude")
+    assert list(keep) == [False, False, True, True]
+    rows = [{"id": str(i), "pair_id": f"p{i // 2}", "label": lab, "pred": pr, "p_yes": None}
+            for i, (lab, pr) in enumerate(zip(labels, preds))]
+    g = M.group_metrics(rows, policy="exclude", n_boot=20)
+    assert g["unparseable"] == 2 and g["excluded"] == 2 and g["n"] == 4 and g["mr"] == 0.0
+    g = M.group_metrics(rows, policy="wrong", n_boot=20)
+    assert g["unparseable"] == 2 and g["mr"] == 0.5 and g["far"] == 0.5
+    with pytest.raises(ValueError):
+        M.resolve_missing(labels, preds, "maybe")
+
+
+def test_errors_are_counted_apart_from_unparseable():
+    rows = [{"id": "a", "pair_id": "p", "label": 1, "pred": None, "error": "HTTP 500"},
+            {"id": "b", "pair_id": "p", "label": 0, "pred": None, "error": None}]
+    g = M.group_metrics(rows, n_boot=10)
+    assert g["errors"] == 1 and g["unparseable"] == 1
+
+
+def _naive_pair_bootstrap(y, p, clusters, n, seed, ci):
+    uniq = sorted(set(clusters))
+    members = {u: [i for i, c in enumerate(clusters) if c == u] for u in uniq}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(uniq), size=(n, len(uniq)))
+    mrs, fars = [], []
+    for row in idx:
+        sel = [i for k in row for i in members[uniq[k]]]
+        c = M.confusion([y[i] for i in sel], [p[i] for i in sel])
+        if c["tp"] + c["fn"]:
+            mrs.append(c["fn"] / (c["tp"] + c["fn"]))
+        if c["fp"] + c["tn"]:
+            fars.append(c["fp"] / (c["fp"] + c["tn"]))
+    q = ((1 - ci) / 2 * 100, (1 + ci) / 2 * 100)
+    return [float(np.percentile(mrs, q[0])), float(np.percentile(mrs, q[1]))], \
+        [float(np.percentile(fars, q[0])), float(np.percentile(fars, q[1]))]
+
+
+def test_bootstrap_resamples_pairs_with_a_fixed_seed():
+    rng = np.random.default_rng(3)
+    n_pairs = 60
+    y = [1, 0] * n_pairs
+    p = list(rng.integers(0, 2, 2 * n_pairs))
+    clusters = [f"pair{i // 2}" for i in range(2 * n_pairs)]
+    got = M.bootstrap_rates(y, p, clusters, n=300, seed=11, ci=0.9)
+    mr_ci, far_ci = _naive_pair_bootstrap(y, p, clusters, 300, 11, 0.9)
+    assert got["mr_ci"] == pytest.approx(mr_ci) and got["far_ci"] == pytest.approx(far_ci)
+    assert M.bootstrap_rates(y, p, clusters, n=300, seed=11, ci=0.9) == got  # reproducible
+    c = M.confusion(y, p)
+    mr = c["fn"] / (c["tp"] + c["fn"])
+    assert got["mr_ci"][0] <= mr <= got["mr_ci"][1]
+
+
+def test_pair_bootstrap_keeps_twins_together():
+    # every pair has both twins right or both wrong -> per-pair resampling keeps MR == FAR exactly
+    y = [1, 0] * 40
+    right = [1, 0] * 20 + [0, 1] * 20
+    clusters = [f"p{i // 2:02d}" for i in range(80)]  # sorted order = pair order
+    n = 200
+    rng = np.random.default_rng(0)
+    k = 40
+    idx = rng.integers(0, k, size=(n, k))
+    wrong_per_pair = np.array([0] * 20 + [1] * 20)
+    rates = wrong_per_pair[idx].mean(1)  # MR == FAR in each replicate when pairs travel together
+    got = M.bootstrap_rates(y, right, clusters, n=n, seed=0, ci=0.95)
+    assert got["mr_ci"] == pytest.approx(got["far_ci"])
+    assert got["mr_ci"] == pytest.approx([np.percentile(rates, 2.5), np.percentile(rates, 97.5)])
+
+
+def test_pair_accuracy_counts_ties_half_and_skips_incomplete_pairs():
+    labels = [1, 0, 1, 0, 1, 0, 1, 1]
+    scores = [0.9, 0.1, 0.2, 0.8, 0.5, 0.5, 0.7, 0.6]
+    pids = ["a", "a", "b", "b", "c", "c", "d", "d"]  # d has no benign twin
+    acc, n = M.pair_accuracy(labels, scores, pids)
+    assert n == 3 and acc == pytest.approx((1 + 0 + 0.5) / 3)
+    assert M.pair_accuracy([1, 0], [None, 0.3], ["x", "x"]) == (pytest.approx(float("nan"), nan_ok=True), 0)
+
+
+def test_pareto_front_and_pearson():
+    mr = [0.1, 0.2, 0.3, 0.25, 0.5, float("nan")]
+    far = [0.5, 0.3, 0.1, 0.35, 0.05, 0.0]
+    assert M.pareto_front(mr, far) == [0, 1, 2, 4]
+    x = [0.1, 0.4, 0.35, 0.8]
+    y = [0.9, 0.5, 0.6, 0.1]
+    assert M.pearson_r(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert math.isnan(M.pearson_r([0.1, 0.2], [0.3, 0.4]))
+    assert math.isnan(M.pearson_r([0.1, 0.1, 0.1], [0.3, 0.4, 0.5]))
+
+
+def test_compute_metrics_groups_and_version():
+    rows = []
+    for i, sub in enumerate(["safety_qa", "sg_code"]):
+        for k in range(3):
+            for lab in (1, 0):
+                rows.append({"id": f"{sub}{k}{lab}", "pair_id": f"{sub}{k}", "subset": sub,
+                             "category": "safety" if sub == "safety_qa" else "spec_gaming",
+                             "task": "qa" if sub == "safety_qa" else "code", "label": lab,
+                             "pred": lab if k else 1 - lab, "p_yes": 0.9 if lab else 0.1})
+    m = M.compute_metrics(rows, n_boot=50, group_order={"subset": ["sg_code", "safety_qa"]})
+    assert list(m["by_subset"]) == ["sg_code", "safety_qa"]
+    assert set(m["by_category"]) == {"safety", "spec_gaming"} and set(m["by_task"]) == {"qa", "code"}
+    assert m["overall"]["n"] == 12 and m["overall"]["mr"] == pytest.approx(2 / 6)
+    assert m["overall"]["auroc"] == 1.0 and m["overall"]["pair_accuracy"] == 1.0
+    assert set(m["overall"]["mr_at_far"]) == {"0.05", "0.10"}
+    assert M.METRICS_VERSION == "metrics_v1"
