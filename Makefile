@@ -1,4 +1,6 @@
-# make quickstart   set up .venv and build the benchmark data (real sources if ../shared/data/raw exists)
+# make quickstart   set up .venv and run the smoke pipeline: build -> train -> held-out matrix -> report
+#                   (CPU, offline, a few minutes; report in evals/smoke/report.md)
+# make build        set up .venv and build the benchmark data (real sources if ../shared/data/raw exists)
 # make test         set up .venv and run the test suite
 RAW ?= ../shared/data/raw
 PY := .venv/bin/python
@@ -17,7 +19,8 @@ build: setup
 	    test.safety_qa=6 test.safety_code=6 test.syco_qa=6 test.syco_reasoning=6 test.sg_qa=6 test.sg_code=6; \
 	fi
 
-quickstart: build
+quickstart: setup
+	$(PY) pipeline.py experiment=smoke
 
 test: setup
 	$(PY) -m pytest
