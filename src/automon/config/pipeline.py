@@ -1,0 +1,96 @@
+"""Schema of conf/pipeline.yaml (pipeline.py): build -> train every subset -> held-out matrix -> report.
+
+The pipeline runs each stage as a subprocess of its own command line (data_build/build.py,
+train/sft.py, eval/holdout.py) and skips a stage whose outputs are complete and current.
+`conf/experiment/<name>.yaml` fills this schema for one study (smoke: CPU in minutes; paper: the
+paper's sweep on one GPU machine). Unknown keys and typos fail at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+STAGES = ("build", "train", "eval")
+
+
+@dataclass
+class SourcesSection:
+    # A local data root in the shared/data/raw layout (e.g. ../shared/data/raw). Null: see synthetic.
+    root: Optional[str] = None
+    # When root is null: true = generate automon's own small synthetic source tree (no network, not
+    # real data; automon.sources.synthetic) into synthetic_dir; false = read every source from the hub.
+    synthetic: bool = False
+    synthetic_dir: str = "data/sources/synthetic-n${sources.synthetic_n}-seed${sources.synthetic_seed}"
+    synthetic_n: int = 40      # items per source
+    synthetic_seed: int = 0
+
+
+@dataclass
+class BuildSection:
+    out: str = "data/builds/${name}"
+    # Test pairs per subset, e.g. {safety_qa: 6}; empty = build.yaml's defaults (the paper's sizes).
+    test: Dict[str, int] = field(default_factory=dict)
+    # More `python data_build/build.py` overrides, verbatim (experiment's, then yours).
+    args: List[str] = field(default_factory=list)
+    extra_args: List[str] = field(default_factory=list)
+
+
+@dataclass
+class TrainSection:
+    # One training run per entry: a subset name (conf/subset/<name>.yaml), `all`, or a list such as
+    # "[safety_qa,sg_code]". Runs land in runs_dir/<entry>.
+    subsets: List[str] = field(default_factory=lambda: ["safety_qa", "safety_code", "syco_qa",
+                                                        "syco_reasoning", "sg_qa", "sg_code", "all"])
+    runs_dir: str = "runs/${name}"
+    # More `python train/sft.py` overrides, verbatim (experiment's, then yours).
+    args: List[str] = field(default_factory=list)
+    extra_args: List[str] = field(default_factory=list)
+    # Null: run here, `parallel` at a time. A conf/hydra/launcher preset (slurm_h100, slurm_local):
+    # one Hydra multirun through that launcher for every run that is not current (it waits for them).
+    launcher: Optional[str] = None
+    launcher_args: List[str] = field(default_factory=list)  # e.g. [hydra.launcher.timeout_min=30]
+    # Local runs at once. >1 splits the CPU threads between them (CPU smoke runs); keep 1 on one GPU.
+    parallel: int = 1
+
+
+@dataclass
+class EvalSection:
+    out: str = "evals/${name}"
+    backend: str = "vllm"      # vllm (GPU) | hf (CPU or GPU)
+    # More `python eval/holdout.py` overrides, verbatim (experiment's, then yours).
+    args: List[str] = field(default_factory=list)
+    extra_args: List[str] = field(default_factory=list)
+
+
+@dataclass
+class MonitorSection:
+    """The monitor model, the same for training and evaluation (named as the stages' groups)."""
+    model: str = "qwen3_4b_instruct_2507"  # conf/model/<name>.yaml
+    prompt: str = "direct"                 # conf/prompt/<name>.yaml
+
+
+@dataclass
+class PipelineConfig:
+    name: str = "smoke"        # names every output location (data/builds/<name>, runs/<name>, evals/<name>)
+    monitor: MonitorSection = field(default_factory=MonitorSection)
+    stages: List[str] = field(default_factory=lambda: list(STAGES))
+    # Stages to run even when their outputs are complete and current (e.g. [eval]).
+    force: List[str] = field(default_factory=list)
+    dry_run: bool = False      # print what would run and why, run nothing
+    python: Optional[str] = None  # interpreter for the stages; null: the one running pipeline.py
+    # Extra environment for the stage subprocesses (e.g. HF_HUB_OFFLINE: "1").
+    env: Dict[str, str] = field(default_factory=dict)
+    echo: bool = True          # stream the stages' output (it always goes to <state_dir>/logs/ too)
+    state_dir: str = "${eval.out}/pipeline"  # pipeline_state.json + logs/
+    sources: SourcesSection = field(default_factory=SourcesSection)
+    build: BuildSection = field(default_factory=BuildSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+
+
+def register(cs: ConfigStore | None = None) -> None:
+    cs = cs or ConfigStore.instance()
+    cs.store(name="pipeline_schema", node=PipelineConfig)
