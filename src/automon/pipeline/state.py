@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from automon.build.io import sha256_file
+
 STATE_FORMAT = "automon-pipeline-state-v1"
 STATE_FILE = "pipeline_state.json"
 
@@ -62,14 +64,6 @@ class State:
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, self.path)
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def config_diff(have: Any, want: Any, prefix: str = "") -> list[str]:
