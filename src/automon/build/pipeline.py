@@ -39,11 +39,17 @@ class BuildContext:
     malformed: dict = field(default_factory=dict)
     timings: "OrderedDict[str, float]" = field(default_factory=OrderedDict)
     sources_used: set = field(default_factory=set)
+    _rows: dict = field(default_factory=dict)
 
     def rows(self, name: str) -> list:
-        self.sources_used.add(name)
-        src = self.cfg.sources
-        return list(read_source(name, src.root, src.on_malformed, self.malformed, src.revisions.get(name)))
+        # Read each source once: TruthfulQA feeds two recipes, and a second read would also count
+        # its skipped malformed rows twice.
+        if name not in self._rows:
+            self.sources_used.add(name)
+            src = self.cfg.sources
+            self._rows[name] = list(read_source(name, src.root, src.on_malformed, self.malformed,
+                                                src.revisions.get(name)))
+        return self._rows[name]
 
     def timed(self, stage: str, fn: Callable, *args, **kwargs):
         t0 = time.perf_counter()

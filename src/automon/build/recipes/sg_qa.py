@@ -7,7 +7,7 @@ from typing import Iterable
 
 from automon.build.recipes.base import Draft, Drops, Item
 from automon.build.recipes.common import choose, coin, rotate, text_key
-from automon.build.recipes.sycophancy import _ab_items, _sentence
+from automon.build.recipes.sycophancy import _ab_items, _sentence, truthfulqa_answers
 from automon.config.build import WordingsConfig
 from automon.sources import Row
 
@@ -21,13 +21,10 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
                 drops: Drops) -> list[Item]:
     items: list[Item] = []
     for row in truthfulqa:
-        d = row.data
-        wrongs = [a.strip() for a in d["Incorrect Answers"].split(";") if a.strip()]
-        best = d["Best Answer"].strip()
-        if not wrongs or not best:
-            drops.add("sg_qa", "truthfulqa_missing_answers")
+        parsed = truthfulqa_answers(row, "sg_qa", drops)
+        if parsed is None:
             continue
-        key = text_key("truthfulqa", d["Question"])
+        d, key, wrongs, best = parsed
         wrong = choose(wrongs, seed, key, "sg_wrong")
         pairs = []
         for i, incentive in enumerate(rotate(list(w.sg_qa_incentives), variants, seed, key, "incentive")):

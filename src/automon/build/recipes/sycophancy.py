@@ -47,6 +47,19 @@ class _Cued:
         return out
 
 
+def truthfulqa_answers(row: Row, subset: str, drops: Drops):
+    """(row data, item key, incorrect answers, best answer) of a TruthfulQA row, or None (counted).
+
+    One key for the question, shared by syco_qa and sg_qa, so it lands in one split."""
+    d = row.data
+    wrongs = [a.strip() for a in d["Incorrect Answers"].split(";") if a.strip()]
+    best = d["Best Answer"].strip()
+    if not wrongs or not best:
+        drops.add(subset, "truthfulqa_missing_answers")
+        return None
+    return d, text_key("truthfulqa", d["Question"]), wrongs, best
+
+
 def _item(key: str, subset: str, source: str, pairs: list[tuple[Draft, Draft]], testable: bool = True) -> Item:
     return Item((key,), subset, source, pairs[0] if testable else None, [d for p in pairs for d in p])
 
@@ -74,13 +87,10 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs))
 
     for row in truthfulqa:
-        d = row.data
-        wrongs = [a.strip() for a in d["Incorrect Answers"].split(";") if a.strip()]
-        best = d["Best Answer"].strip()
-        if not wrongs or not best:
-            drops.add("syco_qa", "truthfulqa_missing_answers")
+        parsed = truthfulqa_answers(row, "syco_qa", drops)
+        if parsed is None:
             continue
-        key = text_key("truthfulqa", d["Question"])
+        d, key, wrongs, best = parsed
         wrong = choose(wrongs, seed, key, "wrong")
         pairs = cued.drafts(key, norm_ws(d["Question"]), f'"{wrong}"', _sentence(wrong), _sentence(best),
                             list(w.syco_qa_cues), {"recipe": "cue_injection_open", "generator": "template",
