@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from _build_fixtures import RAW, build_cfg
-    from automon.build.pipeline import run_build
+    from automon.data.pipeline import run_build
     from automon.sources.synthetic import write_synthetic_root
 
     with tempfile.TemporaryDirectory() as tmp:

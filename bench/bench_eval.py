@@ -43,7 +43,7 @@ _VOCAB = ("the of and to in is that for it as with was on be by this are or from
 
 
 def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
-    from automon.build.io import write_build
+    from automon.data.io import write_build
     from automon.schema import SUBSETS, Sample
 
     rng = random.Random(seed)

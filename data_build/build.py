@@ -10,7 +10,7 @@ import sys
 
 import hydra
 
-from automon.build.cli import main_build
+from automon.data.cli import main_build
 from automon.config.build import register
 
 register()

@@ -14,7 +14,7 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from automon.adapter_meta import AdapterMeta  # noqa: E402
-from automon.build.io import write_build  # noqa: E402
+from automon.data.io import write_build  # noqa: E402
 from automon.schema import SUBSETS, Sample  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

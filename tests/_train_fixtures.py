@@ -86,7 +86,7 @@ def make_samples(split: str, per_subset: int = 4, long_every: int = 0, long_word
 
 
 def write_small_build(out: Path, per_subset: int = 8, long_every: int = 5, seed: int = 0) -> Path:
-    from automon.build.io import write_build
+    from automon.data.io import write_build
 
     write_build(Path(out), make_samples("train", per_subset, long_every=long_every),
                 make_samples("test", 2), {"seed": seed, "note": "synthetic test build"}, overwrite=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from _build_fixtures import SMALL_TEST, build_cfg
-from automon.build.disjoint import verify_build
-from automon.build.io import load_build
-from automon.build.pipeline import BuildError, run_build
+from automon.data.disjoint import verify_build
+from automon.data.io import load_build
+from automon.data.pipeline import BuildError, run_build
 from automon.schema import SUBSETS, read_samples
 from automon.sources import SourceError
 from automon.sources.synthetic import write_synthetic_root

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from _build_fixtures import RAW, build_cfg, needs_raw
-from automon.build.io import load_build
-from automon.build.pipeline import run_build
+from automon.data.io import load_build
+from automon.data.pipeline import run_build
 from automon.schema import SUBSETS
 
 pytestmark = [needs_raw, pytest.mark.realdata]

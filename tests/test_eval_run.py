@@ -213,7 +213,7 @@ def test_cli_user_errors_exit_2_with_one_paragraph(tmp_path, build):
 
 
 def test_missing_build_is_a_user_error(tmp_path):
-    from automon.build.io import BuildNotFound
+    from automon.data.io import BuildNotFound
 
     with pytest.raises(BuildNotFound, match="data_build/build.py"):
         evaluate(compose(cpu_overrides(tmp_path / "nope", tmp_path / "o")))
@@ -222,7 +222,7 @@ def test_missing_build_is_a_user_error(tmp_path):
 # ---------------------------------------------------------------- prompts: one renderer, clean shots
 
 def test_eval_prompts_are_the_training_renderer_byte_for_byte(tmp_path, build):
-    from automon.build.io import load_build
+    from automon.data.io import load_build
     from automon.models.loading import load_tokenizer
     from automon.prompts import monitor_messages, prompt_text
 
@@ -245,7 +245,7 @@ def test_eval_prompts_are_the_training_renderer_byte_for_byte(tmp_path, build):
 
 
 def test_no_test_sample_can_appear_in_a_prompt(tmp_path, build):
-    from automon.build.io import load_build
+    from automon.data.io import load_build
 
     b = load_build(build)
     test, train = b.samples("test"), b.samples("train")

@@ -255,7 +255,7 @@ def test_sweep_runs_in_one_engine_with_a_lora_request_per_prompt(tmp_path, monke
     seen_lora = [r.lora_name for call in llm.calls if call["lora"] for r in call["lora"]]
     assert sorted(set(seen_lora)) == ["run_sc", "run_sg"] and len(seen_lora) == 2 * n
     # what vLLM renders (chat + enable_thinking=False) is byte for byte the shared renderer's prompt
-    from automon.build.io import load_build
+    from automon.data.io import load_build
 
     by_id = {s.id: s for s in load_build(build).samples("test")}
     expected = {prompt_text(tok, monitor_messages(by_id[r["id"]], "direct_v1"), False) for r in test}

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from automon.build.sandbox import ISOLATION_NETNS, ISOLATION_SOCKET_PATCH, Limits, Sandbox
+from automon.sandbox import ISOLATION_NETNS, ISOLATION_SOCKET_PATCH, Limits, Sandbox
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_programs_get_a_minimal_environment_and_pinned_hashing(sb, monkeypatch):
 
 def test_without_pidfd_the_worker_polls(monkeypatch, tmp_path):
     """Kernels before 5.3 (e.g. RHEL 8) lack pidfd_open; the worker loop then polls wait4."""
-    from automon.build import sandbox
+    from automon import sandbox
 
     monkeypatch.delattr(os, "pidfd_open")
     lim = Limits(timeout_s=0.5)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from automon.build.recipes.base import Drops
-from automon.build.recipes.common import norm_ws, short_hash
-from automon.build.recipes.sg_code import (
+from automon.data.recipes.base import Drops
+from automon.data.recipes.common import norm_ws, short_hash
+from automon.data.recipes.sg_code import (
     hidden_program,
     hidden_verdict,
     humaneval_task,
@@ -26,7 +26,7 @@ from automon.build.recipes.sg_code import (
     visible_program,
     visible_verdict,
 )
-from automon.build.sandbox import Sandbox
+from automon.sandbox import Sandbox
 from automon.config.sg_code import STRATEGIES, SgCodeConfig
 
 REPO = Path(__file__).resolve().parents[1]

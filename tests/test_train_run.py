@@ -25,7 +25,7 @@ from _train_fixtures import (  # noqa: F401  (fixtures)
 )
 
 from automon.adapter_meta import AdapterMeta
-from automon.build.io import load_build
+from automon.data.io import load_build
 
 STEPS = 16
 

@@ -1,6 +1,6 @@
 """Held-out evaluation of monitors (design.md s6). eval/holdout.py calls `run(cfg)`."""
 
-from automon.build.io import BuildNotFound
+from automon.data.io import BuildNotFound
 from automon.config.eval import ConfigError
 from automon.evaluation.errors import AdapterMismatch, EvalError
 from automon.evaluation.run import EvalResult, evaluate, run  # noqa: F401

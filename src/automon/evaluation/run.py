@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import OmegaConf
 
-from automon.build.io import load_build
+from automon.data.io import load_build
 from automon.config.eval import HoldoutConfig
 from automon.evaluation.cache import PredictionCache
 from automon.evaluation.errors import EvalError

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from automon.build.io import sha256_file
+from automon.data.io import sha256_file
 
 STATE_FORMAT = "automon-pipeline-state-v1"
 STATE_FILE = "pipeline_state.json"

@@ -4,7 +4,7 @@
 package is cheap: torch, transformers, TRL, PEFT and unsloth are imported inside `run`.
 """
 
-from automon.build.io import BuildNotFound
+from automon.data.io import BuildNotFound
 from automon.models.loading import ModelLoadError
 from automon.training.errors import RunDirConflict, TrainConfigError, TrainError
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from automon.build.io import load_build
+from automon.data.io import load_build
 from automon.config.train import SFTConfig
 from automon.prompts import PROMPT_VERSIONS
 from automon.training import rundir as rd

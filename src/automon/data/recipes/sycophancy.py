@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from automon.build.recipes.base import Draft, Drops, Item
-from automon.build.recipes.common import choose, coin, norm_ws, parse_options, rotate, text_key
+from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.common import choose, coin, norm_ws, parse_options, rotate, text_key
 from automon.config.build import WordingsConfig
 from automon.sources import Row
 

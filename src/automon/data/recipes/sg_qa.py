@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from automon.build.recipes.base import Draft, Drops, Item
-from automon.build.recipes.common import choose, coin, rotate, text_key
-from automon.build.recipes.sycophancy import _ab_items, _sentence, truthfulqa_answers
+from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.common import choose, coin, rotate, text_key
+from automon.data.recipes.sycophancy import _ab_items, _sentence, truthfulqa_answers
 from automon.config.build import WordingsConfig
 from automon.sources import Row
 

@@ -14,7 +14,7 @@ response is the canonical solution; the misbehaving ones game the visible tests:
 comparison, `+` <-> `-`, an off-by-one constant, ...), so it reads like a real attempt; mutants are
 screened in the sandbox first, so that the chosen one really fails a hidden test.
 
-Nothing is trusted by construction: each sample runs in the sandbox (automon.build.sandbox) under
+Nothing is trusted by construction: each sample runs in the sandbox (automon.sandbox) under
 two graders. The VISIBLE grader is the naive reward proxy (solution + visible asserts, pass iff
 exit code 0). The HIDDEN grader is strict: solution + setup + every test (hidden and challenge
 ones too), pass iff exit code 0 AND a random sentinel printed after the last test, with each
@@ -42,9 +42,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from automon.build.recipes.base import Draft, Drops, Item
-from automon.build.recipes.common import choose, norm_ws, rotate, short_hash
-from automon.build.sandbox import Limits, RunResult, Sandbox
+from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.common import choose, norm_ws, rotate, short_hash
+from automon.sandbox import Limits, RunResult, Sandbox
 from automon.config.sg_code import STRATEGIES, SgCodeConfig
 
 SUBSET = "sg_code"

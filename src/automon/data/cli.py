@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from automon.build.io import BUILD_COMMAND  # noqa: F401  (re-exported for messages elsewhere)
-from automon.build.pipeline import BuildError, run_build
+from automon.data.io import BUILD_COMMAND  # noqa: F401  (re-exported for messages elsewhere)
+from automon.data.pipeline import BuildError, run_build
 from automon.sources import SourceError
 
 

@@ -15,16 +15,16 @@ from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
-from automon.build.card import dataset_card
-from automon.build.disjoint import find_conflicts, verify_build
-from automon.build.io import write_build
-from automon.build.recipes.base import Draft, Drops, Item
-from automon.build.recipes.common import short_hash
+from automon.data.card import dataset_card
+from automon.data.disjoint import find_conflicts, verify_build
+from automon.data.io import write_build
+from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.common import short_hash
 from automon.schema import SUBSETS, Sample
 from automon.sources import SourceError, read_source, source_origin
 from automon.versions import code_version, library_versions
 
-log = logging.getLogger("automon.build")
+log = logging.getLogger("automon.data")
 BUILD_VERSION = "build-v1"
 
 
@@ -62,28 +62,28 @@ class BuildContext:
 def _recipe_items(ctx: BuildContext, subset: str) -> list[Item]:
     cfg, w, seed, v, drops = ctx.cfg, ctx.cfg.wordings, ctx.cfg.seed, ctx.cfg.train_variants, ctx.drops
     if subset == "safety_qa":
-        from automon.build.recipes.safety import safety_qa_items
+        from automon.data.recipes.safety import safety_qa_items
         return safety_qa_items(ctx.rows("hh_rlhf_harmless"), drops)
     if subset == "safety_code":
-        from automon.build.recipes.safety import safety_code_items
+        from automon.data.recipes.safety import safety_code_items
         return safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
                                  ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), drops)
     if subset == "syco_qa":
-        from automon.build.recipes.sycophancy import syco_qa_items
+        from automon.data.recipes.sycophancy import syco_qa_items
         return syco_qa_items(ctx.rows("mmlu"), ctx.rows("truthfulqa"), ctx.rows("rh_sycophancy_fact"),
                              ctx.rows("rh_sycophancy_fact_unhackable"), ctx.rows("rh_sycophancy_opinion_political"),
                              ctx.rows("caa_sycophancy"), ctx.rows("anthropic_political_typology"), w, seed, v, drops)
     if subset == "syco_reasoning":
-        from automon.build.recipes.sycophancy import syco_reasoning_items
+        from automon.data.recipes.sycophancy import syco_reasoning_items
         return syco_reasoning_items(ctx.rows("gsm8k"), w, seed, v, drops)
     if subset == "sg_qa":
-        from automon.build.recipes.sg_qa import sg_qa_items
+        from automon.data.recipes.sg_qa import sg_qa_items
         return sg_qa_items(ctx.rows("truthfulqa"), ctx.rows("rh_world_affecting_reward"),
                            ctx.rows("rh_world_affecting_approval"), ctx.rows("rh_email_assistant"),
                            ctx.rows("rh_email_assistant_unhackable"), ctx.rows("rh_theory_of_mind_mirroring_expanded"),
                            ctx.rows("rh_theory_of_mind_mirroring_unhackable"), w, seed, v, drops)
     if subset == "sg_code":
-        from automon.build.recipes.sg_code import sg_code_items
+        from automon.data.recipes.sg_code import sg_code_items
 
         def data(name):
             return [dict(r.data, _ref=r.ref) for r in ctx.rows(name)]

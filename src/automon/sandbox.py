@@ -148,7 +148,7 @@ class Sandbox:
         # hashing and text encoding are pinned for reproducible output.
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONUTF8": "1",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-        # Run this file as __main__ without putting its directory (src/automon/build, which holds
+        # Run this file as __main__ without putting its directory (src/automon/data, which holds
         # io.py) or the cwd on sys.path (`python -P` does the same, but needs Python 3.11).
         boot = f"import runpy, sys; del sys.path[0]; runpy.run_path({os.path.abspath(__file__)!r}, run_name='__main__')"
         cmd = [sys.executable, "-c", boot, "--worker"]

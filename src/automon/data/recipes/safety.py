@@ -7,8 +7,8 @@ import ast
 import re
 from typing import Iterable
 
-from automon.build.recipes.base import Draft, Drops, Item
-from automon.build.recipes.common import short_hash, text_key
+from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.common import short_hash, text_key
 from automon.sources import Row
 
 _TURN = re.compile(r"\n\n(Human|Assistant): ")
