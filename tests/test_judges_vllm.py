@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from _eval_fixtures import compose, make_adapter, make_build, tiny_path
-from automon.judges.base import EVIDENCE_JSON_SCHEMA, AnswerTokens, JudgeError, JudgeRequest, LoraAdapter
+from automon.judges.base import (EVIDENCE_JSON_SCHEMA, AnswerTokens, JudgeError, JudgeRequest, LoraAdapter,
+                                 evidence_regex)
 from automon.judges import vllm_engine as V
 
 QWEN_YES = [7414, 9454, 9693, 9834, 14004, 14080]
@@ -94,7 +95,8 @@ class FakeLLM:
                            "ctk": chat_template_kwargs, "use_tqdm": use_tqdm})
         outs = []
         for i, t in enumerate(texts):
-            name = lora_request[i].lora_name if isinstance(lora_request, list) else "base"
+            lr = lora_request[i] if isinstance(lora_request, list) else None
+            name = lr.lora_name if lr is not None else "base"
             p = (hash((t, name)) % 1000 + 0.5) / 1000.0
             ids = sampling_params.logprob_token_ids
             half = len(ids) // 2
@@ -175,8 +177,29 @@ def test_sampling_params_evidence_uses_structured_json(tokens):
     sp = V.build_sampling_params(NS, "evidence", tokens, max_new_tokens=200, seed=3)
     assert sp.max_tokens == 200 and sp.temperature == 0.0 and sp.seed == 3
     assert sp.logprob_token_ids == [*tokens.true, *tokens.false]
-    assert sp.structured_outputs.kw == {"json": EVIDENCE_JSON_SCHEMA}
+    assert sp.structured_outputs.kw == {"regex": evidence_regex()}
     assert list(EVIDENCE_JSON_SCHEMA["properties"]) == ["misbehavior", "category", "severity", "evidence"]
+
+
+def test_evidence_regex_admits_exactly_the_trained_answer_format():
+    import re
+
+    from automon.prompts import answer_text
+
+    rx = evidence_regex()
+    quotes = ['plain', 'with "quotes" and \\ backslash', 'line\nbreak\ttab \x01', "ünïcødé ✓ 🙂", "x" * 900,
+              "fourth", "fifth"]
+    cases = [{"label": 0, "category": "safety", "evidence": []}]
+    cases += [{"label": 1, "category": c, "evidence": quotes[:k]} for c in ("safety", "sycophancy", "spec_gaming")
+              for k in (0, 1, 3, 7)]
+    for case in cases:
+        text = answer_text(case, "evidence_v1")
+        assert re.fullmatch(rx, text), text
+    ok = answer_text(cases[0], "evidence_v1")
+    for bad in (ok.replace(": ", ":"), ok.replace(", ", ",\n"), " " + ok, ok.replace("none", "None", 1),
+                ok[:-1] + ', "extra": 1}', ok.replace("[]", '["' + "x" * 401 + '"]'),
+                ok.replace("[]", ", ".join(['"a"'] * 4).join("[]"))):
+        assert not re.fullmatch(rx, bad), bad
 
 
 def test_lora_request_per_prompt_and_thinking_off(tmp_path):
@@ -189,11 +212,12 @@ def test_lora_request_per_prompt_and_thinking_off(tmp_path):
             JudgeRequest("s3", [{"role": "user", "content": "3"}], adapter="run-a"),
             JudgeRequest("s4", [{"role": "user", "content": "4"}], adapter="run-b")]
     calls = V.chat_calls(reqs, "SP", loras, enable_thinking=False)
-    assert [idx for idx, _ in calls] == [[1], [0, 2, 3]]
-    base_kw, lora_kw = calls[0][1], calls[1][1]
-    assert base_kw["lora_request"] is None and base_kw["messages"] == [reqs[1].messages]
-    assert [r.lora_name for r in lora_kw["lora_request"]] == ["run-b", "run-a", "run-b"]
-    assert len(lora_kw["lora_request"]) == len(lora_kw["messages"])
+    assert [idx for idx, _ in calls] == [[0, 1, 2, 3]]  # base and adapters mixed in one call
+    kw = calls[0][1]
+    assert [r and r.lora_name for r in kw["lora_request"]] == ["run-b", None, "run-a", "run-b"]
+    assert kw["messages"] == [r.messages for r in reqs]
+    base_only = V.chat_calls([reqs[1]], "SP", loras, enable_thinking=False)
+    assert base_only[0][1]["lora_request"] is None and V.chat_calls([], "SP", loras, False) == []
     for _, kw in calls:
         assert kw["chat_template_kwargs"] == {"enable_thinking": False}
         assert kw["sampling_params"] == "SP" and kw["use_tqdm"] is False
@@ -252,7 +276,7 @@ def test_sweep_runs_in_one_engine_with_a_lora_request_per_prompt(tmp_path, monke
     tok = load_tokenizer(c.model)
     test = res.predictions["base"]
     n = len(test)
-    seen_lora = [r.lora_name for call in llm.calls if call["lora"] for r in call["lora"]]
+    seen_lora = [r.lora_name for call in llm.calls if call["lora"] for r in call["lora"] if r is not None]
     assert sorted(set(seen_lora)) == ["run_sc", "run_sg"] and len(seen_lora) == 2 * n
     # what vLLM renders (chat + enable_thinking=False) is byte for byte the shared renderer's prompt
     from automon.data.io import load_build

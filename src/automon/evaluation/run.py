@@ -106,12 +106,12 @@ def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
 
 def cache_key(c: HoldoutConfig, m: Monitor, kind: str) -> dict[str, Any]:
     """Everything besides the prompt itself that changes a prediction."""
-    from automon.models.tiny import TINY_VERSION
+    from automon.models.loading import model_identity
 
     b = c.backend
     key: dict[str, Any] = {
         "backend": b.name,
-        "model": f"tiny:{TINY_VERSION}" if c.model.pretrained == "tiny" else c.model.pretrained,
+        "model": model_identity(c.model.pretrained),
         "revision": c.model.revision, "adapter": m.adapter_hash, "prompt_version": c.prompt.version,
         "shots": c.shots, "shots_seed": c.shots_seed if c.shots else None,
         "enable_thinking": c.model.enable_thinking,

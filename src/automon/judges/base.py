@@ -142,3 +142,34 @@ EVIDENCE_JSON_SCHEMA: dict = {
     "required": ["misbehavior", "category", "severity", "evidence"],
     "additionalProperties": False,
 }
+
+
+def evidence_regex(schema: Mapping = EVIDENCE_JSON_SCHEMA) -> str:
+    """A regular expression for exactly the text `answer_text` writes for the evidence prompt:
+    `json.dumps` with its default separators (", " and ": "), the schema's key order and enums, at
+    most EVIDENCE_MAX_QUOTES quotes of at most EVIDENCE_MAX_CHARS characters (an escape counts as one).
+
+    vLLM constrains decoding with this rather than with the JSON schema: the schema admits any
+    whitespace between tokens, and a weak model decoding greedily then emits whitespace until
+    max_new_tokens (seen with the tiny model: every answer unparseable); strings are unbounded too.
+    The regex admits only the trained answer format, in any tokenisation, and always ends.
+    """
+    import re
+
+    from automon.prompts.templates import EVIDENCE_MAX_CHARS, EVIDENCE_MAX_QUOTES
+
+    props = schema["properties"]
+    char = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+    string = f'"{char}{{0,{EVIDENCE_MAX_CHARS}}}"'
+    quotes = f"(?:{string}(?:, {string}){{0,{EVIDENCE_MAX_QUOTES - 1}}})?"
+    values = {"boolean": "(?:true|false)"}
+    parts = []
+    for key, spec in props.items():
+        if "enum" in spec:
+            v = '"(?:' + "|".join(re.escape(e) for e in spec["enum"]) + ')"'
+        elif spec["type"] == "array":
+            v = r"\[" + quotes + r"\]"
+        else:
+            v = values[spec["type"]]
+        parts.append(f'"{re.escape(key)}": {v}')
+    return r"\{" + ", ".join(parts) + r"\}"

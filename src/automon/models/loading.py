@@ -3,20 +3,58 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 class ModelLoadError(RuntimeError):
     pass
 
 
-def resolve_model_path(model_cfg: Any) -> str:
-    """`tiny` -> the cached tiny Qwen3 directory (built on first use); otherwise hub id or local dir."""
-    if model_cfg.pretrained == "tiny":
-        from automon.models.tiny import tiny_qwen3_path
+def _tiny() -> Path:
+    from automon.models.tiny import tiny_qwen3_path
 
-        return str(tiny_qwen3_path())
+    return tiny_qwen3_path()
+
+
+def _smollm2() -> Path:
+    from automon.models.smollm2 import smollm2_path
+
+    return smollm2_path()
+
+
+def _tiny_version() -> str:
+    from automon.models.tiny import TINY_VERSION
+
+    return TINY_VERSION
+
+
+def _smollm2_version() -> str:
+    from automon.models.smollm2 import SMOLLM2_VERSION
+
+    return SMOLLM2_VERSION
+
+
+# Models automon builds offline on first use and caches under $AUTOMON_CACHE/models, by the name
+# given as model.pretrained: name -> (directory builder, version of what it builds).
+BUILT_MODELS: dict[str, tuple[Callable[[], Path], Callable[[], str]]] = {
+    "tiny": (_tiny, _tiny_version),                                       # random tiny Qwen3
+    "smollm2_135m_instruct": (_smollm2, _smollm2_version),                # real weights, from a GGUF
+}
+
+
+def resolve_model_path(model_cfg: Any) -> str:
+    """A built-in name (BUILT_MODELS) -> its cached directory (built on first use); otherwise the hub
+    id or local directory as given."""
+    built = BUILT_MODELS.get(str(model_cfg.pretrained))
+    if built is not None:
+        return str(built[0]())
     return str(model_cfg.pretrained)
+
+
+def model_identity(pretrained: str) -> str:
+    """What identifies the weights in caches: a built-in model's name and version, else the id/path."""
+    built = BUILT_MODELS.get(str(pretrained))
+    return f"{pretrained}:{built[1]()}" if built is not None else str(pretrained)
 
 
 def load_tokenizer(model_cfg: Any):

@@ -16,7 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-TINY_VERSION = "tiny-qwen3-v1"
+# v2: head_dim 16 -> 32, the smallest head size vLLM's CPU attention supports (cpu-engines.md).
+TINY_VERSION = "tiny-qwen3-v2"
 QWEN3_SPECIALS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
@@ -83,7 +84,7 @@ def build_tiny_qwen3(out_dir: Path, seed: int = 0) -> Path:
     tok = build_qwen3_tokenizer()
     cfg = Qwen3Config(
         vocab_size=151936, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=40960,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=40960,
         tie_word_embeddings=True, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None,
     )
