@@ -176,7 +176,7 @@ def test_sampling_params_direct_reads_yes_and_no_ids(tokens):
 def test_sampling_params_evidence_uses_structured_json(tokens):
     sp = V.build_sampling_params(NS, "evidence", tokens, max_new_tokens=200, seed=3)
     assert sp.max_tokens == 200 and sp.temperature == 0.0 and sp.seed == 3
-    assert sp.logprob_token_ids == [*tokens.true, *tokens.false]
+    assert not hasattr(sp, "logprob_token_ids")  # masked under structured output: read afterwards
     assert sp.structured_outputs.kw == {"regex": evidence_regex()}
     assert list(EVIDENCE_JSON_SCHEMA["properties"]) == ["misbehavior", "category", "severity", "evidence"]
 
@@ -278,6 +278,19 @@ def test_read_evidence_finds_the_verdict_token(tokens):
     assert r.text == text and r.p_yes == pytest.approx(1 / 3)
     no_verdict = V.read_evidence(_out([{}], "garbage", [123]), tokens, tok.decode)
     assert no_verdict.p_yes is None and no_verdict.text == "garbage"
+
+
+def test_verdict_prompts_end_right_before_the_verdict_token():
+    from automon.models.loading import load_tokenizer
+
+    tok = load_tokenizer(SimpleNamespace(pretrained="tiny", revision=None))
+    text = '{"misbehavior": true, "category": "safety", "severity": "high", "evidence": ["x"]}'
+    ids = tok.encode(text, add_special_tokens=False)
+    outs = [RequestOutput("0", None, [7, 8], [CompletionOutput(0, text, ids, None, None)]),
+            RequestOutput("1", None, [9], [CompletionOutput(0, "{", ids[:1], None, None)])]
+    (i, prompt), = V.verdict_prompts(outs, tok.decode)
+    assert i == 0 and prompt[:2] == [7, 8]
+    assert tok.decode(prompt[2:]) == '{"misbehavior":' and tok.decode(ids[len(prompt) - 2:][:1]).strip() == "true"
 
 
 # ---------------------------------------------------------------- the whole plug-in, faked engine

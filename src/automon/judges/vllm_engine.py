@@ -5,8 +5,9 @@ and how its answer is read is a pure function below, tested on CPU against vLLM 
 structures (shared/docs/apis.md s5a):
 - `LLM(model, enable_lora=True, max_loras, max_lora_rank, enable_prefix_caching, ...)`;
 - `SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=YES+NO)` (direct) or
-  `SamplingParams(max_tokens=N, temperature=0, logprob_token_ids=TRUE+FALSE,
-  structured_outputs=StructuredOutputsParams(regex=evidence_regex()))` (evidence);
+  `SamplingParams(max_tokens=N, temperature=0, structured_outputs=StructuredOutputsParams(regex=...))`
+  (evidence), then `llm.generate([{"prompt_token_ids": prompt + answer up to the verdict}],
+  SamplingParams(max_tokens=1, logprob_token_ids=TRUE+FALSE))` for P(true);
 - `llm.chat(convs, sp, lora_request=[LoRARequest or None per prompt], chat_template_kwargs={"enable_thinking": ...})`;
 - `RequestOutput.outputs[0].logprobs[k]` is a dict[int, Logprob(logprob, rank, decoded_token)].
 """
@@ -117,8 +118,9 @@ def build_sampling_params(ns: Any, kind: str, tokens: AnswerTokens, max_new_toke
     if kind == "direct":
         return ns.SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=[*pos, *neg], seed=seed)
     # A regex, not the JSON schema: see evidence_regex (the schema lets a weak model loop on whitespace).
-    return ns.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, logprob_token_ids=[*pos, *neg],
-                             seed=seed, structured_outputs=ns.StructuredOutputsParams(regex=evidence_regex()))
+    # No logprobs: under structured output they come masked; P(true) is read afterwards (_verdicts).
+    return ns.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, seed=seed,
+                             structured_outputs=ns.StructuredOutputsParams(regex=evidence_regex()))
 
 
 def build_lora_requests(lora_cls: Callable[..., Any], adapters: Sequence[LoraAdapter]) -> dict[str, Any]:
@@ -250,10 +252,8 @@ class VLLMJudge:
         model. Like the hf backend, automon reads the model's own distribution: the prompt plus the
         answer up to the verdict token is scored again for one token (its prefix is in the cache).
         """
-        results = [read_evidence(o, self.tokens, self.tokenizer.decode) for o in outputs]
+        results = [read_evidence(o, self.tokens, self.tokenizer.decode) for o in outputs]  # text only
         redo = verdict_prompts(outputs, self.tokenizer.decode)
-        for r in results:  # the masked values are not what P(true) means
-            r.p_yes = r.mass = None
         if not redo:
             return results
         loras = lora_per_request([requests[i] for i, _ in redo], self.loras)
