@@ -3,6 +3,7 @@ output capture, ordering. One pool serves most tests (starting one costs ~0.1 s)
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import socket
@@ -61,7 +62,23 @@ def test_exit_semantics_match_cpython(sb, tmp_path):
 def test_tracebacks_quote_the_program(sb):
     r = sb.run("def f():\n    assert 1 == 2\nf()")
     assert 'File "<program>", line 2, in f' in r.stderr and "assert 1 == 2" in r.stderr
-    assert "sandbox.py" not in r.stderr
+    frames = [ln.strip() for ln in r.stderr.splitlines() if ln.strip().startswith("File ")]
+    assert frames and all(f.startswith('File "<program>"') for f in frames)  # no frame of the sandbox's own
+
+
+def test_programs_cannot_import_from_the_sandbox_dir_or_the_callers_cwd(sb, tmp_path, monkeypatch):
+    """Workers run worker.py as a script, yet neither its directory nor the caller's cwd is on a
+    program's sys.path (either would let their modules shadow what a program imports)."""
+    from automon.sandbox import worker
+
+    (tmp_path / "shadowing.py").write_text("print('imported from the cwd')")
+    monkeypatch.chdir(tmp_path)
+    with Sandbox(Limits(timeout_s=2), workers=1) as box:  # workers started from tmp_path
+        r = box.run("import sys\nprint(sys.path)\nimport shadowing")
+    path = ast.literal_eval(r.stdout.splitlines()[0])
+    assert os.path.dirname(worker.__file__) not in path and "" not in path and str(tmp_path) not in path
+    assert "ModuleNotFoundError: No module named 'shadowing'" in r.stderr
+    assert sb.run("import worker").exit_code == 1  # the sandbox's own modules are not top-level
 
 
 def test_wall_timeout_kills_busy_and_sleeping_programs(sb):
@@ -195,11 +212,11 @@ def test_programs_get_a_minimal_environment_and_pinned_hashing(sb, monkeypatch):
 
 def test_without_pidfd_the_worker_polls(monkeypatch, tmp_path):
     """Kernels before 5.3 (e.g. RHEL 8) lack pidfd_open; the worker loop then polls wait4."""
-    from automon import sandbox
+    from automon.sandbox.worker import run_one
 
     monkeypatch.delattr(os, "pidfd_open")
     lim = Limits(timeout_s=0.5)
-    done = sandbox._run_one("print('x' * 100000)\nraise SystemExit(2)", str(tmp_path / "a"), lim, "netns")
+    done = run_one("print('x' * 100000)\nraise SystemExit(2)", str(tmp_path / "a"), lim, "netns")
     assert done[:3] == ("exited", 2, None) and len(done[3]) > 4000
-    assert sandbox._run_one("import time\ntime.sleep(5)", str(tmp_path / "b"), lim, "netns")[0] == "timeout"
+    assert run_one("import time\ntime.sleep(5)", str(tmp_path / "b"), lim, "netns")[0] == "timeout"
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

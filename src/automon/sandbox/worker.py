@@ -1,35 +1,15 @@
-"""Run Python programs, each in its own confined process, fast.
+"""The sandbox's worker side, and what both sides share (Limits, isolation modes, protocol).
 
-Why not `subprocess.run([python, "-c", code])` per program: interpreter start-up costs 20-40 ms
-and the sg_code build verifies ~10k programs. Instead a `Sandbox` starts `workers` lean worker
-interpreters once (this file run as a script). For every program a worker `fork()`s a fresh
-child that
-
-- becomes its own process group (so the worker can kill it and anything it spawned),
-- gets a CPU-time limit (an ITIMER_PROF timer, backed by RLIMIT_CPU), an address-space limit
-  (RLIMIT_AS, also the largest file it may write: RLIMIT_FSIZE) and a wall-clock deadline
-  enforced by the worker,
-- runs in a fresh temporary directory as cwd (and TMPDIR; under /dev/shm where available),
-  removed afterwards,
-- has no network: each worker moves itself into a new, empty network namespace at start-up
-  (`unshare(CLONE_NEWNET)`, needs root or CAP_SYS_ADMIN), which its children inherit; where that
-  is refused the child instead replaces `socket`'s constructors with ones that raise.
-  `Sandbox.isolation` says which of the two is in force,
-- runs the program with `exec` in fresh globals (`__name__ == "__main__"`) and then ends the way
-  the `python` executable would: SystemExit -> its code; an uncaught exception -> `sys.excepthook`
-  (a SystemExit raised by the hook counts, as in CPython) and exit 1; then threads are joined,
-  atexit handlers run, stdio flushed, and the child leaves with `os._exit`.
-
-stdout / stderr are captured through pipes and truncated (head and tail kept). Results come back
-in input order, so a batch is deterministic whatever the scheduling; PYTHONHASHSEED=0 pins set
-and dict-of-str iteration order inside the programs for the same reason.
+`Sandbox` (pool.py) starts each worker interpreter by running this file as __main__ with
+`--worker`; the worker then forks one confined child per program (see the package docstring for
+what confines it). The file is self-contained, standard library only: a worker runs it as a
+plain script with a minimal environment (no PYTHONPATH), and importing automon there would only
+add to every fork. The parent imports Limits and the protocol from here, so both sides share one
+definition.
 
 The module-level imports are kept to what a worker needs: fork() costs grow with what the forking
 process has loaded, and `threading` / `random` even register per-fork hooks (measured: importing
-threading doubles the cost of a fork). The parent-only machinery is imported inside `Sandbox`.
-
-This isolates mistakes (endless loops, memory blow-ups, stray files, network calls), not
-determined adversaries: a program can still leave its process group or read the file system.
+threading doubles the cost of a fork). The parent-only machinery lives in pool.py.
 """
 
 from __future__ import annotations
@@ -47,14 +27,12 @@ import struct
 import sys
 import time
 import traceback
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 ISOLATION_NETNS = "netns"
 ISOLATION_SOCKET_PATCH = "socket_patch"
 _HEADER = struct.Struct("!Q")
 _CLONE_NEWNET = 0x40000000
-_CHUNK = 16  # programs per request to a worker: amortises the pipe round trip
-_SHM = "/dev/shm"  # tmpfs: creating and removing a directory per run is ~10x cheaper than on disk
 # Imported once by each worker so that programs find them already loaded (a child inherits them):
 # `typing` alone costs ~9 ms per import and most HumanEval prompts start with `from typing import`.
 # Not `random`, whose per-fork reseeding hook would slow every fork down.
@@ -80,157 +58,8 @@ class Limits:
         return self.cpu_s if self.cpu_s is not None else self.timeout_s
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """How one program ended.
-
-    status: "exited" (exit_code is set), "timeout" (wall deadline hit, killed) or
-            "signaled" (killed by a signal, e.g. SIGPROF at the CPU limit; `signal` is set).
-    wall_s, cpu_s: how long it ran, and its CPU time (user + system); informative only, they vary
-    from run to run.
-    """
-    status: str
-    exit_code: int | None
-    signal: int | None
-    stdout: str
-    stderr: str
-    wall_s: float
-    cpu_s: float
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "exited" and self.exit_code == 0
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (a worker could not start or died); not a program failure."""
-
-
-class Sandbox:
-    """A pool of pre-started worker interpreters; use as a context manager.
-
-    >>> with Sandbox(Limits(timeout_s=2), workers=2) as sb:
-    ...     [r.exit_code for r in sb.run_many(["print(1)", "raise SystemExit(3)"])]
-    [0, 3]
-    """
-
-    def __init__(self, limits: Limits = Limits(), workers: int = 2, network: str = "auto"):
-        """network: "auto" (a network namespace where permitted, else the socket patch) or
-        "socket_patch" (always the patch; for tests of the fallback)."""
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        if network not in ("auto", ISOLATION_SOCKET_PATCH):
-            raise ValueError(f"network must be 'auto' or '{ISOLATION_SOCKET_PATCH}', got {network!r}")
-        self.limits = limits
-        self.n_workers = workers
-        self.network = network
-        self.isolation: str | None = None  # set by start()
-        self._procs: list = []
-        self._base: str | None = None
-
-    def __enter__(self) -> "Sandbox":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def start(self) -> None:
-        import subprocess
-        import tempfile
-
-        if self._procs:
-            return
-        # Every run gets a fresh directory under this one (created and removed by the worker).
-        shm = _SHM if os.path.isdir(_SHM) and os.access(_SHM, os.W_OK | os.X_OK) else None
-        self._base = tempfile.mkdtemp(prefix="automon-sandbox-", dir=shm)
-        # A minimal environment: programs see none of the caller's variables (tokens, paths), and
-        # hashing and text encoding are pinned for reproducible output.
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONUTF8": "1",
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-        # Run this file as __main__ without putting its directory (src/automon/data, which holds
-        # io.py) or the cwd on sys.path (`python -P` does the same, but needs Python 3.11).
-        boot = f"import runpy, sys; del sys.path[0]; runpy.run_path({os.path.abspath(__file__)!r}, run_name='__main__')"
-        cmd = [sys.executable, "-c", boot, "--worker"]
-        try:
-            for i in range(self.n_workers):
-                p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-                self._procs.append(p)
-                _send(p.stdin, (os.path.join(self._base, f"w{i}"), self.network))
-            modes = {self._recv(p) for p in self._procs}
-        except BaseException:
-            self.close()
-            raise
-        # Workers of one pool share a machine and privileges, so they agree; report the weaker.
-        self.isolation = ISOLATION_SOCKET_PATCH if ISOLATION_SOCKET_PATCH in modes else ISOLATION_NETNS
-
-    def close(self) -> None:
-        import subprocess
-
-        for p in self._procs:
-            try:
-                p.stdin.close()
-            except OSError:
-                pass
-        for p in self._procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            p.stdout.close()
-        self._procs = []
-        if self._base:
-            shutil.rmtree(self._base, ignore_errors=True)
-            self._base = None
-
-    def run(self, program: str, limits: Limits | None = None) -> RunResult:
-        return self.run_many([program], limits)[0]
-
-    def run_many(self, programs: list[str], limits: Limits | None = None) -> list[RunResult]:
-        """Run every program in its own process (under `limits`, default the pool's); results in
-        input order."""
-        import threading
-
-        self.start()
-        lim = astuple(limits or self.limits)  # plain data: in the worker this module is __main__
-        results: list[RunResult | None] = [None] * len(programs)
-        chunks = [range(i, min(i + _CHUNK, len(programs))) for i in range(0, len(programs), _CHUNK)]
-        chunks.reverse()  # pop() from the end hands them out in input order
-        lock = threading.Lock()
-        errors: list[BaseException] = []
-
-        def feed(proc) -> None:
-            try:
-                while True:
-                    with lock:
-                        if not chunks or errors:
-                            return
-                        idx = chunks.pop()
-                    _send(proc.stdin, (lim, [programs[i] for i in idx]))
-                    for i, r in zip(idx, self._recv(proc)):
-                        results[i] = RunResult(*r)
-            except BaseException as e:  # surfaced in the calling thread below
-                errors.append(e)
-
-        threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in self._procs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise SandboxError(f"sandbox worker failed: {errors[0]!r}") from errors[0]
-        return results  # type: ignore[return-value]
-
-    def _recv(self, proc):
-        try:
-            return _read_msg(proc.stdout)
-        except EOFError:
-            raise SandboxError(f"sandbox worker {proc.pid} exited with {proc.wait()}; "
-                               "its stderr (above) says why") from None
-
-
-def _send(f, obj) -> None:
+def send_msg(f, obj) -> None:
+    """Write one length-prefixed pickled message and flush."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     f.write(_HEADER.pack(len(data)) + data)
     f.flush()
@@ -246,13 +75,14 @@ def _read_exact(f, n: int) -> bytes:
     return buf
 
 
-def _read_msg(f):
+def read_msg(f):
+    """Read one message written by send_msg; EOFError when the stream ends first."""
     (n,) = _HEADER.unpack(_read_exact(f, _HEADER.size))
     return pickle.loads(_read_exact(f, n))
 
 
 # ---------------------------------------------------------------------------------------------
-# Worker side: everything below runs in the worker interpreter (`python sandbox.py --worker`).
+# Worker side: everything below runs in the worker interpreter (this file run with --worker).
 
 
 def _isolate_network() -> str:
@@ -408,9 +238,9 @@ def _run_as_main(program: str) -> int:
     return code
 
 
-def _run_one(program: str, tmp: str, limits: Limits, mode: str) -> tuple:
+def run_one(program: str, tmp: str, limits: Limits, mode: str) -> tuple:
     """Fork a child for `program` in the new directory `tmp`, enforce the wall deadline, collect
-    its output, clean up; returns RunResult's fields."""
+    its output, clean up; returns pool.RunResult's fields, in order."""
     os.mkdir(tmp, 0o700)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -477,7 +307,7 @@ def _run_one(program: str, tmp: str, limits: Limits, mode: str) -> tuple:
     return ("exited", os.WEXITSTATUS(status), None, out, err, *times)
 
 
-def _worker_main() -> None:
+def serve() -> None:
     """Serve batches of programs on stdin/stdout until stdin closes."""
     inp = os.fdopen(os.dup(0), "rb")
     out = os.fdopen(os.dup(1), "wb")
@@ -486,16 +316,16 @@ def _worker_main() -> None:
     os.dup2(fd, 0)
     os.dup2(fd, 1)
     os.close(fd)
-    base, network = _read_msg(inp)
+    base, network = read_msg(inp)
     os.mkdir(base, 0o700)
     for name in _PRELOAD:
         __import__(name)
     mode = _isolate_network() if network == "auto" else ISOLATION_SOCKET_PATCH
-    _send(out, mode)
+    send_msg(out, mode)
     n = 0
     while True:
         try:
-            limits, programs = _read_msg(inp)
+            limits, programs = read_msg(inp)
         except EOFError:  # the pool closed, or its process died: leave nothing behind
             shutil.rmtree(base, ignore_errors=True)
             return
@@ -503,9 +333,9 @@ def _worker_main() -> None:
         results = []
         for p in programs:
             n += 1
-            results.append(_run_one(p, os.path.join(base, str(n)), limits, mode))
-        _send(out, results)
+            results.append(run_one(p, os.path.join(base, str(n)), limits, mode))
+        send_msg(out, results)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:
-    _worker_main()
+    serve()
