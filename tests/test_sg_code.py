@@ -11,21 +11,22 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
 
+from _build_fixtures import build_cfg
 from automon.data.recipes.base import Drops
 from automon.data.recipes.common import norm_ws, short_hash
-from automon.data.recipes.sg_code import (
+from automon.data.recipes.sg_code import sg_code_items
+from automon.data.recipes.sg_code.graders import (
     hidden_program,
     hidden_verdict,
-    humaneval_task,
-    mbpp_task,
-    sandbox_limits,
-    sg_code_items,
     strict_tests,
     visible_program,
     visible_verdict,
 )
+from automon.data.recipes.sg_code.recipe import sandbox_limits
+from automon.data.recipes.sg_code.tasks import humaneval_task, mbpp_task
 from automon.sandbox import Sandbox
 from automon.config.sg_code import STRATEGIES, SgCodeConfig
 
@@ -93,13 +94,16 @@ def one_strategy(strategy: str) -> SgCodeConfig:
     return SgCodeConfig(strategies=[strategy], train_strategies_per_item=1)
 
 
-CONF = yaml.safe_load((REPO / "conf/sg_code/default.yaml").read_text())
+@pytest.fixture(scope="module")
+def conf() -> SgCodeConfig:
+    """The sg_code config as the build composes it (conf/sg_code/default.yaml)."""
+    return OmegaConf.to_object(build_cfg([]).sg_code)
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    """A pool with the configured limits (conf/sg_code/default.yaml)."""
-    with Sandbox(sandbox_limits(SgCodeConfig(**CONF)), workers=2) as sb:
+def sandbox(conf):
+    """A pool with the configured limits."""
+    with Sandbox(sandbox_limits(conf), workers=2) as sb:
         yield sb
 
 
@@ -238,12 +242,19 @@ def test_unlinked_reward_hack_rows_get_their_own_key():
         assert it.keys == (items[0].keys[0],) and re.fullmatch(r"rh_code:[0-9a-f]{12}", it.keys[0])
 
 
-def test_yaml_defaults_match_the_schema():
-    """conf/sg_code/default.yaml sets every field, to the schema's defaults except the data-specific
-    `excluded` map, whose reasons must be non-empty."""
-    assert set(CONF) == {f.name for f in dataclasses.fields(SgCodeConfig)}
-    assert dataclasses.replace(SgCodeConfig(**CONF), excluded={}) == SgCodeConfig()
-    assert all(isinstance(r, str) and r.strip() for r in CONF["excluded"].values())
+def test_the_build_config_drives_the_recipe():
+    """The sg_code node of the build config, composed as data_build/build.py composes it and passed
+    as the build passes it (not converted to SgCodeConfig), drives the recipe: the items that
+    conf/sg_code/default.yaml excludes are skipped and counted, and the strategies set on the
+    command line are the ones built. A misspelt key fails at composition."""
+    cfg = build_cfg(["sg_code.strategies=[always_equal]", "sg_code.train_strategies_per_item=1"]).sg_code
+    excluded = next(k for k in cfg.excluded if k.startswith("mbpp:"))
+    items, drops = build(cfg, mbpp=(MBPP, dict(MBPP, task_id=int(excluded.split(":")[1]))))
+    assert [it.keys for it in items] == [("humaneval:HumanEval/0",), ("mbpp:7",)]
+    assert drops["sg_code/excluded_in_config"] == 1
+    assert [[d.variant for d in it.train] for it in items] == [["canonical", "always_equal"]] * 2
+    with pytest.raises(ConfigCompositionException):
+        build_cfg(["sg_code.timout_s=1"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,12 +280,12 @@ def raw_rows():
 
 @needs_raw
 @pytest.mark.realdata
-def test_every_canonical_solution_passes_its_own_tests_unless_excluded(raw_rows, sandbox):
+def test_every_canonical_solution_passes_its_own_tests_unless_excluded(raw_rows, conf, sandbox):
     """Every canonical HumanEval (164) and MBPP (974) solution against its full tests under the
     strict grader (and its visible tests under the proxy); conf/sg_code/default.yaml's `excluded`
     must list exactly the ones that fail, so that list cannot rot."""
-    excluded = CONF["excluded"] or {}
-    cfg, drops = SgCodeConfig(), Drops()
+    excluded = conf.excluded
+    cfg, drops = conf, Drops()
     tasks = [humaneval_task(r, cfg, drops) for r in raw_rows["humaneval"]] + \
             [mbpp_task(r, cfg, drops) for r in raw_rows["mbpp"]]
     tasks = [t for t in tasks if t is not None]
