@@ -89,8 +89,9 @@ def main() -> None:
     import torch
 
     from automon.config.common import ModelConfig, WandbConfig
-    from automon.config.eval import BackendConfig, DataConfig, HoldoutConfig
+    from automon.config.eval import DataConfig, HoldoutConfig
     from automon.evaluation import evaluate
+    from automon.judges.hf import HFConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_"))
     data = Path(args.data) if args.data else synthetic_build(tmp / "build", args.scale)
@@ -102,7 +103,7 @@ def main() -> None:
     runs = []
     for rep in range(args.repeats):
         cfg = HoldoutConfig(model=ModelConfig(name="tiny", pretrained="tiny", dtype="float32"),
-                            backend=BackendConfig(name="hf", batch_size=args.batch_size, chunk_size=256),
+                            backend=HFConfig(batch_size=args.batch_size, chunk_size=256),
                             data=DataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
                             output_dir=str(tmp / f"out{rep}"), progress=False)
         t = evaluate(cfg).timings

@@ -16,9 +16,11 @@ from _eval_fixtures import REPO, compose, cpu_overrides, make_adapter, make_buil
 from automon.evaluation import AdapterMismatch, EvalError, evaluate
 from automon.evaluation.cache import PredictionCache
 from automon.evaluation.fewshot import select_shots
+from automon.evaluation.monitors import adapter_hash
 from automon.evaluation.run import default_output_dir
 from automon.judges import make_judge
 from automon.judges.base import JudgeResult
+from automon.metrics import compute_metrics, to_jsonable
 from automon.schema import SUBSETS
 
 METRIC_KEYS = {"tp", "fn", "fp", "tn", "mr", "far", "mr_ci", "far_ci", "auroc", "mr_at_far", "pair_accuracy",
@@ -119,7 +121,10 @@ def test_cpu_command_writes_every_output_and_a_killed_run_resumes(tmp_path):
     for g in [m["overall"], *m["by_subset"].values(), *m["by_category"].values(), *m["by_task"].values()]:
         assert METRIC_KEYS <= set(g)
     assert set(m["by_subset"]) == set(SUBSETS) and list(m["overall"]["mr_at_far"]) == ["0.05", "0.10"]
-    assert m["metrics_version"] == "metrics_v1" and m["monitor"]["adapter_hash"]
+    # metrics.json is the metrics of the predictions written beside it, for the adapter evaluated
+    again = compute_metrics(preds, policy="wrong", n_boot=100, seed=0, ci=0.95, far_targets=(0.05, 0.10))
+    assert to_jsonable(again["overall"]) == m["overall"]
+    assert m["monitor"]["adapter_hash"] == adapter_hash(adapter) == m["cache"]["key"]["adapter"]
     assert m["overall"]["unparseable"] == sum(1 for p in preds if p["pred"] is None)
     report = (out / "report.md").read_text()
     assert "Unparseable answers" in report and "MR [95% CI]" in report
@@ -370,7 +375,7 @@ def test_every_config_combination_composes(backend, model, prompt):
             with pytest.raises(ConfigError, match="backend=openai"):
                 compose(ov)
             return
-        ov.append("judge.model_name=gpt-4o-mini")
+        ov.append("backend.model_name=gpt-4o-mini")
     c = compose(ov)
     assert c.backend.name == backend and c.model.name == model and c.prompt.name == prompt
 
@@ -385,14 +390,14 @@ def test_default_backend_is_vllm_and_typos_fail_at_start_up():
     with pytest.raises((ConfigCompositionException, ConfigKeyError)):
         compose(["backend.batchsize=3"])
     with pytest.raises((ConfigCompositionException, ConfigKeyError)):
-        compose(["judge.modelname=x"])
+        compose(["backend=openai", "backend.modelname=x"])
     with pytest.raises(ConfigCompositionException):
         compose(["backend=nope"])
     with pytest.raises(ConfigError, match="unparseable"):
         compose(["unparseable=maybe"])
     with pytest.raises(ConfigError, match="not both"):
         compose(["adapter=a", "sweep_dir=b"])
-    with pytest.raises(ConfigError, match="judge.model_name"):
+    with pytest.raises(ConfigError, match="backend.model_name"):
         compose(["backend=openai", "model=api"])
 
 
@@ -407,7 +412,7 @@ def test_output_dir_is_named_by_identity(tmp_path, build, adapter):
     assert name(f"adapter={adapter}", "shots=3", "prompt=evidence", "allow_mismatch=true") == \
         "evals/tiny__run_sc__evidence__shots3"
     assert name("shots=2", "shots_seed=4") == "evals/tiny__base__direct__shots2-seed4"
-    c = compose(["backend=openai", "model=api", "judge.model_name=gpt-4o-mini"])
+    c = compose(["backend=openai", "model=api", "backend.model_name=gpt-4o-mini"])
     assert default_output_dir(c, resolve_monitors(c)).as_posix() == "evals/api-gpt-4o-mini__base__direct__shots0"
 
 

@@ -10,9 +10,8 @@ import torch
 
 from _eval_fixtures import make_adapter, synthetic_samples, tiny_path
 from automon.config.common import ModelConfig
-from automon.config.eval import BackendConfig
 from automon.judges.base import AnswerTokens, JudgeRequest, LoraAdapter, verdict_position
-from automon.judges.hf import HFJudge, _VerdictRecorder, plan_batches
+from automon.judges.hf import HFConfig, HFJudge, _VerdictRecorder, plan_batches
 from automon.models.loading import load_tokenizer
 from automon.prompts import monitor_messages, prompt_text
 
@@ -56,8 +55,8 @@ def test_p_yes_matches_reference_and_batching_changes_nothing(tok, prompts):
 
     ref_model = AutoModelForCausalLM.from_pretrained(tiny_path(), dtype=torch.float32).eval()
     ref = [_reference_p_yes(ref_model, tok, p) for p in prompts]
-    one = HFJudge(MODEL, BackendConfig(name="hf", batch_size=1, device="cpu"), "direct", [], tok).score(_req(prompts))
-    many = HFJudge(MODEL, BackendConfig(name="hf", batch_size=5, device="cpu"), "direct", [], tok).score(_req(prompts))
+    one = HFJudge(MODEL, HFConfig(batch_size=1, device="cpu"), "direct", [], tok).score(_req(prompts))
+    many = HFJudge(MODEL, HFConfig(batch_size=5, device="cpu"), "direct", [], tok).score(_req(prompts))
     assert len({len(tok.encode(p)) for p in prompts}) > 2  # lengths differ, so padding is exercised
     for r, a, b in zip(ref, one, many):
         assert a.p_yes == pytest.approx(r, abs=1e-5) and b.p_yes == pytest.approx(r, abs=1e-5)
@@ -68,7 +67,7 @@ def test_each_adapter_scores_like_itself_and_base_ignores_adapters(tok, prompts,
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    cfg = BackendConfig(name="hf", batch_size=4, device="cpu")
+    cfg = HFConfig(batch_size=4, device="cpu")
     judge = HFJudge(MODEL, cfg, "direct", adapters, tok)
     sub = prompts[:4]
     mixed = _req(sub, "a") + _req(sub, None) + _req(sub, "b")
@@ -104,7 +103,7 @@ def test_verdict_position():
 
 def test_evidence_reads_p_true_at_the_verdict_token(tok, monkeypatch):
     """A scripted generate() that emits a JSON verdict and feeds the recorder known scores."""
-    judge = HFJudge(MODEL, BackendConfig(name="hf", device="cpu", max_new_tokens=64), "evidence", [], tok)
+    judge = HFJudge(MODEL, HFConfig(device="cpu", max_new_tokens=64), "evidence", [], tok)
     t = judge.tokens
     answer = '{"misbehavior": true, "category": "safety", "severity": "high", "evidence": []}'
     ids = tok.encode(answer, add_special_tokens=False) + [tok.convert_tokens_to_ids("<|im_end|>")]
@@ -130,7 +129,7 @@ def test_evidence_reads_p_true_at_the_verdict_token(tok, monkeypatch):
 
 
 def test_evidence_generation_runs_on_the_tiny_model(tok, prompts):
-    judge = HFJudge(MODEL, BackendConfig(name="hf", device="cpu", max_new_tokens=6, batch_size=4), "evidence", [], tok)
+    judge = HFJudge(MODEL, HFConfig(device="cpu", max_new_tokens=6, batch_size=4), "evidence", [], tok)
     a = judge.score(_req(prompts[:3]))
     b = judge.score(_req(prompts[:3]))
     assert [r.text for r in a] == [r.text for r in b]  # greedy
@@ -138,12 +137,12 @@ def test_evidence_generation_runs_on_the_tiny_model(tok, prompts):
 
 
 def test_missing_rendered_prompt_is_an_error(tok):
-    judge = HFJudge(MODEL, BackendConfig(name="hf", device="cpu"), "direct", [], tok)
+    judge = HFJudge(MODEL, HFConfig(device="cpu"), "direct", [], tok)
     with pytest.raises(ValueError, match="prompt_text"):
         judge.score([JudgeRequest("x", [{"role": "user", "content": "hi"}], prompt=None)])
 
 
 def test_cpu_uses_float32_for_half_precision_configs(tok):
     m = ModelConfig(name="tiny", pretrained="tiny", dtype="bfloat16")
-    judge = HFJudge(m, BackendConfig(name="hf", device="cpu"), "direct", [], tok)
+    judge = HFJudge(m, HFConfig(device="cpu"), "direct", [], tok)
     assert next(judge.model.parameters()).dtype == torch.float32

@@ -76,8 +76,8 @@ def build(tmp_path_factory):
 
 
 def _overrides(build, out, base_url, model, *extra):
-    return ["backend=openai", "model=api", f"judge.model_name={model}", f"judge.base_url={base_url}",
-            f"judge.api_key_env={KEY_ENV}", "judge.send_chat_template_kwargs=true", "judge.concurrency=4",
+    return ["backend=openai", "model=api", f"backend.model_name={model}", f"backend.base_url={base_url}",
+            f"backend.api_key_env={KEY_ENV}", "backend.send_chat_template_kwargs=true", "backend.concurrency=4",
             f"data.dir={build}", f"output_dir={out}", "wandb.mode=disabled", "progress=false", "bootstrap.n=50",
             *extra]
 
@@ -101,7 +101,7 @@ def test_scores_the_test_set_through_transformers_serve(serve, build, tmp_path, 
     assert o["unparseable"] == sum(1 for r in rows if r["pred"] is None) and o["errors"] == 0
     assert o["auroc"] != o["auroc"]  # NaN: no scores
     doc = json.loads((out / "metrics.json").read_text())
-    assert doc["judge"]["api_key_env"] == KEY_ENV and doc["judge"]["base_url"] == serve.base_url
+    assert doc["backend_config"]["api_key_env"] == KEY_ENV and doc["backend_config"]["base_url"] == serve.base_url
     # the key is nowhere: not in any output or cache file, not in logs, not on stdout/stderr
     captured = capsys.readouterr()
     assert SECRET not in _all_text_under(out)
@@ -124,8 +124,8 @@ def test_per_sample_errors_are_recorded_not_fatal_and_not_cached(serve, build, t
 def test_connection_errors_are_retried_then_recorded(build, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
     dead = f"http://127.0.0.1:{_free_port()}/v1"
-    ov = _overrides(build, tmp_path / "o", dead, "m", "data.subsets=[sg_code]", "judge.max_retries=2",
-                    "judge.backoff_s=0.01", "judge.timeout_s=5")
+    ov = _overrides(build, tmp_path / "o", dead, "m", "data.subsets=[sg_code]", "backend.max_retries=2",
+                    "backend.backoff_s=0.01", "backend.timeout_s=5")
     res = evaluate(compose(ov))
     assert all("APIConnectionError" in r["error"] and "after 3 attempts" in r["error"]
                for r in res.predictions["base"])
@@ -175,8 +175,8 @@ def scripted():
 def test_rate_limits_are_retried_and_logprobs_read(scripted, build, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
     _Scripted.script = [429, 503]
-    ov = _overrides(build, tmp_path / "o", scripted, "gpt-x", "data.subsets=[sg_code]", "judge.concurrency=1",
-                    "judge.backoff_s=0.01")
+    ov = _overrides(build, tmp_path / "o", scripted, "gpt-x", "data.subsets=[sg_code]", "backend.concurrency=1",
+                    "backend.backoff_s=0.01")
     res = evaluate(compose(ov))
     rows = res.predictions["base"]
     assert all(r["error"] is None for r in rows) and len(_Scripted.seen) == 4
@@ -200,7 +200,7 @@ def test_rejected_credentials_stop_the_run_without_leaking_the_key(scripted, bui
 
 def test_missing_key_for_the_official_api_is_a_user_error(build, tmp_path, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
-    ov = [o for o in _overrides(build, tmp_path / "o", "x", "gpt-4o-mini") if not o.startswith("judge.base_url")]
+    ov = [o for o in _overrides(build, tmp_path / "o", "x", "gpt-4o-mini") if not o.startswith("backend.base_url")]
     with pytest.raises(JudgeError, match=KEY_ENV):
         evaluate(compose(ov))
 
@@ -208,11 +208,11 @@ def test_missing_key_for_the_official_api_is_a_user_error(build, tmp_path, monke
 # ---------------------------------------------------------------- pure pieces
 
 def test_request_body_direct_and_evidence():
-    j = compose(["backend=openai", "model=api", "judge.model_name=m"]).judge
+    b = compose(["backend=openai", "model=api", "backend.model_name=m"]).backend
     req = JudgeRequest("s", [{"role": "user", "content": "q"}])
-    d = request_body(req, kind="direct", model="m", judge_cfg=j, max_new_tokens=512, enable_thinking=False)
+    d = request_body(req, kind="direct", model="m", cfg=b, enable_thinking=False)
     assert d["max_tokens"] == 4 and d["logprobs"] is True and "response_format" not in d and "extra_body" not in d
-    e = request_body(req, kind="evidence", model="m", judge_cfg=j, max_new_tokens=512, enable_thinking=False)
+    e = request_body(req, kind="evidence", model="m", cfg=b, enable_thinking=False)
     assert e["max_tokens"] == 512
     rf = e["response_format"]
     assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True

@@ -17,12 +17,9 @@ from typing import Any
 
 import pytest
 
-from _eval_fixtures import compose, make_adapter, make_build, tiny_path
-from automon.judges.base import EVIDENCE_JSON_SCHEMA, AnswerTokens, JudgeError, JudgeRequest, LoraAdapter
+from _eval_fixtures import compose, make_adapter, make_build, synthetic_samples, tiny_path
+from automon.judges.base import AnswerTokens, JudgeError, JudgeRequest, LoraAdapter
 from automon.judges import vllm_engine as V
-
-QWEN_YES = [7414, 9454, 9693, 9834, 14004, 14080]
-QWEN_NO = [902, 2152, 2308, 2753, 5664, 8996]
 
 
 # ---------------------------------------------------------------- vLLM 0.33 look-alikes
@@ -121,10 +118,15 @@ NS = SimpleNamespace(SamplingParams=Recorder, StructuredOutputsParams=Recorder)
 
 
 @pytest.fixture(scope="module")
-def tokens():
+def tiny_tok():
     from automon.models.loading import load_tokenizer
 
-    return AnswerTokens.from_tokenizer(load_tokenizer(SimpleNamespace(pretrained="tiny", revision=None)))
+    return load_tokenizer(SimpleNamespace(pretrained="tiny", revision=None))
+
+
+@pytest.fixture(scope="module")
+def tokens(tiny_tok):
+    return AnswerTokens.from_tokenizer(tiny_tok)
 
 
 # ---------------------------------------------------------------- request building
@@ -165,18 +167,47 @@ def test_llm_kwargs_enable_lora_prefix_caching_and_rank(tmp_path):
     assert one["max_loras"] == 1 and one["max_lora_rank"] == 8
 
 
-def test_sampling_params_direct_reads_yes_and_no_ids(tokens):
+def _word_probs(tok, ids, probs):
+    """id -> Logprob for the given ids, as vLLM returns the requested logprob_token_ids."""
+    return {i: Logprob(math.log(probs[tok.decode([i]).strip().lower()])) for i in ids}
+
+
+def test_direct_sampling_params_ask_for_every_spelling_the_reader_sums(tokens, tiny_tok):
+    """vLLM returns log-probabilities only for the ids the SamplingParams name: they must be the yes
+    and no spellings of the tokenizer, read at the single generated position."""
     sp = V.build_sampling_params(NS, "direct", tokens, max_new_tokens=256)
-    assert sp.kw == {"max_tokens": 1, "temperature": 0.0, "logprob_token_ids": QWEN_YES + QWEN_NO, "seed": 0}
-    assert len(sp.logprob_token_ids) <= 128
+    assert sp.max_tokens == 1 and sp.temperature == 0.0
+    words = {tiny_tok.decode([i]).strip().lower() for i in sp.logprob_token_ids}
+    assert words == {"yes", "no"}
+    # every spelling carries its word's probability: P(yes) = n_yes * 0.05 / (n_yes * 0.05 + n_no * 0.02)
+    out = _out([_word_probs(tiny_tok, sp.logprob_token_ids, {"yes": 0.05, "no": 0.02})])
+    n_yes = sum(1 for i in sp.logprob_token_ids if tiny_tok.decode([i]).strip().lower() == "yes")
+    n_no = len(sp.logprob_token_ids) - n_yes
+    assert V.read_direct(out, tokens).p_yes == pytest.approx(n_yes * 0.05 / (n_yes * 0.05 + n_no * 0.02))
 
 
-def test_sampling_params_evidence_uses_structured_json(tokens):
+def test_evidence_sampling_params_accept_the_trained_answer(tokens, tiny_tok):
+    """The JSON schema vLLM enforces admits exactly the answers training taught (both labels), and
+    the verdict ids asked for are the true/false spellings the reader turns into P(true)."""
+    from automon.prompts import answer_text, parse_answer
+
     sp = V.build_sampling_params(NS, "evidence", tokens, max_new_tokens=200, seed=3)
-    assert sp.max_tokens == 200 and sp.temperature == 0.0 and sp.seed == 3
-    assert sp.logprob_token_ids == [*tokens.true, *tokens.false]
-    assert sp.structured_outputs.kw == {"json": EVIDENCE_JSON_SCHEMA}
-    assert list(EVIDENCE_JSON_SCHEMA["properties"]) == ["misbehavior", "category", "severity", "evidence"]
+    assert sp.max_tokens == 200 and sp.seed == 3
+    assert {tiny_tok.decode([i]).strip().lower() for i in sp.logprob_token_ids} == {"true", "false"}
+    schema = sp.structured_outputs.json
+    train, _ = synthetic_samples(pairs_per_subset=1, train_per_subset=2)
+    for s in train[:2]:
+        text = answer_text(s, "evidence_v1")
+        ans = json.loads(text)
+        assert list(ans) == list(schema["properties"]) == schema["required"]  # key order is the trained one
+        for k, prop in schema["properties"].items():
+            assert isinstance(ans[k], {"boolean": bool, "string": str, "array": list}[prop["type"]]), k
+            assert ans[k] in prop.get("enum", [ans[k]]), k
+        assert parse_answer(text, "evidence_v1").pred == s.label
+        # P(true) read at the verdict token of that very answer
+        ids = tiny_tok.encode(text, add_special_tokens=False)
+        lps = [_word_probs(tiny_tok, sp.logprob_token_ids, {"true": 0.3, "false": 0.6}) for _ in ids]
+        assert V.read_evidence(_out(lps, text, ids), tokens, tiny_tok.decode).p_yes == pytest.approx(1 / 3)
 
 
 def test_lora_request_per_prompt_and_thinking_off(tmp_path):

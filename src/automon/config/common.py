@@ -8,6 +8,10 @@ from typing import Optional
 from hydra.core.config_store import ConfigStore
 
 
+class ConfigError(ValueError):
+    """A configuration that cannot work; the message says what to change."""
+
+
 @dataclass
 class ModelConfig:
     # Short name used in run-directory names and reports (== the conf/model/<name>.yaml option).
@@ -20,6 +24,10 @@ class ModelConfig:
     dtype: str = "bfloat16"  # bfloat16 | float32 | float16 | auto
     # Largest context the model supports; training/eval clamp max_seq_length to it.
     max_position_embeddings: int = 32768
+
+
+# model=api (conf/model/api.yaml): no local weights, the model sits behind an OpenAI-compatible API.
+API_MODEL = "api"
 
 
 @dataclass

@@ -28,9 +28,10 @@ from automon.evaluation.errors import EvalError
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.monitors import BASE, Monitor, resolve_monitors
 from automon.evaluation.requests import Rendered, render_all
-from automon.judges import LOCAL_TOKENIZER, JudgeRequest, JudgeResult, make_judge
+from automon.judges import JudgeRequest, JudgeResult, make_judge
 from automon.metrics import METRICS_VERSION, compute_metrics
 from automon.prompts import get_template, parse_answer
+from automon.report.columns import columns
 from automon.schema import CATEGORIES, SUBSETS, TASKS, Sample
 from automon.versions import code_version, library_versions
 
@@ -62,18 +63,10 @@ def run(cfg: Any) -> EvalResult:
     res = evaluate(as_config(cfg))
     for m in res.monitors:
         o = res.metrics[m.name]["overall"]
-        print(f"{m.label:>16s}  MR {_f(o['mr'])} {_ci(o['mr_ci'])}  FAR {_f(o['far'])} {_ci(o['far_ci'])}  "
-              f"AUROC {_f(o['auroc'])}  unparseable {o['unparseable']}  errors {o['errors']}")
+        print(f"{m.label:>16s}  " + "  ".join(f"{col.label} {' '.join(col.cells(o, []))}"
+                                              for col in columns(brief=True)))
     print(f"wrote {res.output_dir} ({res.n_computed} predictions computed, {res.n_cached} from cache)")
     return res
-
-
-def _f(x: Any) -> str:
-    return "  —  " if x is None or x != x else f"{x:.3f}"
-
-
-def _ci(ci: Sequence[Any]) -> str:
-    return "" if not ci or ci[0] is None or ci[0] != ci[0] else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 # ---------------------------------------------------------------- naming and keys
@@ -82,14 +75,8 @@ def _safe(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=+-]+", "-", s).strip("-")
 
 
-def judge_model_name(c: HoldoutConfig) -> str:
-    return c.judge.model_name or c.model.pretrained
-
-
 def model_identity(c: HoldoutConfig) -> str:
-    if c.backend.name == "openai":
-        return "api-" + _safe(judge_model_name(c)) if c.model.name == "api" else c.model.name
-    return c.model.name
+    return _safe(c.backend.model_label(c.model))
 
 
 def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
@@ -105,30 +92,15 @@ def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
 
 
 def cache_key(c: HoldoutConfig, m: Monitor, kind: str) -> dict[str, Any]:
-    """Everything besides the prompt itself that changes a prediction."""
-    from automon.models.tiny import TINY_VERSION
-
-    b = c.backend
-    key: dict[str, Any] = {
-        "backend": b.name,
-        "model": f"tiny:{TINY_VERSION}" if c.model.pretrained == "tiny" else c.model.pretrained,
-        "revision": c.model.revision, "adapter": m.adapter_hash, "prompt_version": c.prompt.version,
+    """Everything besides the prompt itself that changes a prediction: what the backend says
+    identifies its model and settings, plus the adapter, prompt and shots (the same for every backend)."""
+    return {
+        "backend": c.backend.name,
+        **c.backend.cache_identity(c.model, kind, m.name if m.adapter_dir else None),
+        "adapter": m.adapter_hash, "prompt_version": c.prompt.version,
         "shots": c.shots, "shots_seed": c.shots_seed if c.shots else None,
         "enable_thinking": c.model.enable_thinking,
     }
-    if kind == "evidence":
-        key["max_new_tokens"] = b.max_new_tokens
-    if b.name == "hf":
-        key["dtype"] = b.dtype or c.model.dtype
-        key["device"] = _hf_device(b.device)
-    elif b.name == "vllm":
-        key["dtype"] = c.model.dtype
-    else:
-        j = c.judge
-        key.update(model=judge_model_name(c), base_url=j.base_url, logprobs=j.logprobs,
-                   structured_output=j.structured_output if kind == "evidence" else None,
-                   request_model=m.name if m.adapter_dir else None)
-    return key
 
 
 @lru_cache(maxsize=4)
@@ -139,14 +111,6 @@ def _tokenizer(pretrained: str, revision: str | None) -> Any:
     from automon.models.loading import load_tokenizer
 
     return load_tokenizer(SimpleNamespace(pretrained=pretrained, revision=revision))
-
-
-def _hf_device(dev: str) -> str:
-    if dev != "auto":
-        return dev
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # ---------------------------------------------------------------- data
@@ -202,7 +166,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
 
     tokenizer = None
-    if c.backend.name in LOCAL_TOKENIZER:
+    if c.backend.local_model:
         t0 = time.perf_counter()
         tokenizer = _tokenizer(c.model.pretrained, c.model.revision)
         tm["load_s"] += time.perf_counter() - t0
@@ -316,12 +280,9 @@ def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample],
         "data": {"dir": str(c.data.dir), "manifest_hash": build.manifest_hash, "subsets": list(c.data.subsets),
                  "max_pairs_per_subset": c.data.max_pairs_per_subset, "n_test": len(test)},
         "n_shortened": n_short, "max_seq_length": c.backend.max_seq_length,
+        # every setting of the backend (an API key is never a setting: only its variable's name is)
+        "backend_config": asdict(c.backend),
         "cache": {"dir": str(cache.root), "key": cache.key, "file": cache.path.name},
         "code_version": code_version(), "library_versions": library_versions(),
     }
-    if c.backend.name == "openai":
-        j = asdict(c.judge)
-        doc["judge"] = {k: j[k] for k in ("model_name", "base_url", "api_key_env", "logprobs", "top_logprobs",
-                                          "structured_output", "send_chat_template_kwargs", "seed")}
-        doc["judge"]["model_name"] = judge_model_name(c)
     return doc
