@@ -112,7 +112,7 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
-def test_pairs() -> dict[str, int]:
+def default_test_pairs() -> dict[str, int]:
     """Default test pairs per subset (the build config's `test` node)."""
     return {s.name: s.test_pairs for s in _REGISTRY.values()}
 
