@@ -70,7 +70,7 @@ def toy(monkeypatch, tmp_path):
         name=TOY_SOURCE, local=("toy/facts.jsonl",), fmt="jsonl", required=("question", "answer", "wrong"),
         license="synthetic (tests)"))
     spec = subsets.register(subsets.SubsetSpec(
-        TOY, "sycophancy", "qa", toy_recipe, (TOY_SOURCE,), 250,
+        TOY, "sycophancy", "qa", f"{__name__}:toy_recipe", (TOY_SOURCE,), 250,  # a dotted path, as in docs
         "Toy questions: the wrong answer stated as fact (1) vs the right one (0)."))
     _reregister_configs()
     root = write_synthetic_root(tmp_path / "raw", n=12)
@@ -93,7 +93,7 @@ def test_a_registered_subset_is_built_trained_and_evaluated(toy, tmp_path):
     from automon.data.io import load_build
     from automon.data.pipeline import run_build
     from automon.evaluation import evaluate
-    from automon.training import run as train
+    from automon.training.run import run as train  # the function: importing the submodule shadows the package attribute
 
     spec, root = toy
     # ---- build: the toy after the six in the canonical order, read through its declared source
@@ -175,6 +175,8 @@ def test_a_recipe_reads_only_the_sources_its_spec_declares(toy, tmp_path):
             run_build(build_cfg([f"sources.root={root}", f"out={tmp_path / 'b'}", "subsets=[toy_undeclared]"]))
     finally:
         subsets.unregister("toy_undeclared")
+    with pytest.raises(subsets.SubsetError, match="cannot load recipe 'automon.data.recipes:nope'"):
+        subsets.SubsetSpec("x", "safety", "qa", "automon.data.recipes:nope", (), 1, "x").load_recipe()
 
 
 @pytest.mark.parametrize("bad, why", [
