@@ -50,11 +50,11 @@ def main() -> None:
     from _build_fixtures import RAW, build_cfg
     from automon.data.pipeline import run_build
     from automon.sources.synthetic import write_synthetic_root
+    from automon.subsets import names
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.synthetic or not RAW.is_dir():
-            root, extra = write_synthetic_root(Path(tmp) / "raw", n=200), [f"test.{s}=20" for s in (
-                "safety_qa", "safety_code", "syco_qa", "syco_reasoning", "sg_qa", "sg_code")]
+            root, extra = write_synthetic_root(Path(tmp) / "raw", n=200), [f"test.{s}=20" for s in names()]
         else:
             root, extra = RAW, []
         results = []

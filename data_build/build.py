@@ -11,7 +11,7 @@ import sys
 import hydra
 
 from automon.data.cli import main_build
-from automon.config.build import register
+from automon.config.build import preflight_or_exit, register
 
 register()
 
@@ -22,4 +22,5 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
+    preflight_or_exit(sys.argv[1:])
     main()

@@ -7,17 +7,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-CATEGORIES = ("safety", "sycophancy", "spec_gaming")
-TASKS = ("qa", "code", "reasoning")
-# subset -> (category, task); the order here is the canonical report order.
-SUBSETS: dict[str, tuple[str, str]] = {
-    "safety_qa": ("safety", "qa"),
-    "safety_code": ("safety", "code"),
-    "syco_qa": ("sycophancy", "qa"),
-    "syco_reasoning": ("sycophancy", "reasoning"),
-    "sg_qa": ("spec_gaming", "qa"),
-    "sg_code": ("spec_gaming", "code"),
-}
+# SUBSETS: subset -> (category, task) in the canonical report order, with the category and task
+# vocabularies; derived from the subset registry, the one place a subset is declared.
+from automon.subsets import CATEGORIES, SUBSETS, TASKS  # noqa: F401  (re-exported)
+
 SPLITS = ("train", "test")
 
 # Field order is part of the on-disk format (byte-identical rebuilds).

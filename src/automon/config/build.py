@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from automon.subsets import names as subset_names
+from automon.subsets import specs as subset_specs
 from automon.config.sg_code import SgCodeConfig
 
 
@@ -20,15 +23,14 @@ class SourcesConfig:
     revisions: Dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class TestSizes:
-    """Test pairs per subset (samples = 2 x pairs). Paper: 586 / 481 / 438 pairs by category."""
-    safety_qa: int = 293
-    safety_code: int = 293
-    syco_qa: int = 241
-    syco_reasoning: int = 240
-    sg_qa: int = 219
-    sg_code: int = 219
+def test_sizes_schema() -> type:
+    """The `test` node: test pairs per subset (samples = 2 x pairs), one int field per registered
+    subset with the registry's default, so `test.<typo>=6` and `test.safety_qa=six` fail when the
+    config is composed (see `preflight` for the message naming the subsets)."""
+    return make_dataclass("TestSizes", [(s.name, int, field(default=s.test_pairs)) for s in subset_specs()])
+
+
+TestSizes = test_sizes_schema()
 
 
 @dataclass
@@ -61,8 +63,7 @@ class BuildConfig:
     overwrite: bool = False
     seed: int = 0
     generator: str = "template"  # template (model-free); policy needs a judge backend (not in this build)
-    subsets: List[str] = field(default_factory=lambda: ["safety_qa", "safety_code", "syco_qa",
-                                                        "syco_reasoning", "sg_qa", "sg_code"])
+    subsets: List[str] = field(default_factory=subset_names)
     # Training variants per item for cue/incentive recipes (different wordings of one source item).
     train_variants: int = 2
     # Benchmark knob: clone every training item this many times with distinct ids (1 = off).
@@ -74,8 +75,39 @@ class BuildConfig:
     sg_code: SgCodeConfig = field(default_factory=SgCodeConfig)
 
 
+def build_schema() -> type:
+    """BuildConfig with its `test` node typed for the subsets registered now (one registered at
+    runtime, e.g. by a test, appears in the schema stored by the next `register()`)."""
+    sizes = test_sizes_schema()
+    if [(f.name, f.default) for f in fields(sizes)] == [(f.name, f.default) for f in fields(TestSizes)]:
+        return BuildConfig
+    # Redefining `test` in a subclass keeps its place in the field order (and in the manifest).
+    return make_dataclass("BuildConfig", [("test", sizes, field(default_factory=sizes))], bases=(BuildConfig,))
+
+
+def preflight(argv: list[str]) -> list[str]:
+    """Problems with `test.<name>=` overrides on a command line (empty = fine). Hydra would reject a
+    typo too, but only as "Key 'x' not in 'TestSizes'"; this names the valid subsets."""
+    problems, valid = [], subset_names()
+    for arg in argv:
+        key, eq, _ = arg.partition("=")
+        key = key.lstrip("+~")
+        if eq and key.startswith("test.") and key[len("test."):] not in valid:
+            problems.append(f"{key}: unknown subset {key[len('test.'):]!r}; valid subsets: {', '.join(valid)} "
+                            f"(e.g. test.{valid[0]}=6)")
+    return problems
+
+
+def preflight_or_exit(argv: list[str]) -> None:
+    problems = preflight(argv)
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    if problems:
+        sys.exit(2)
+
+
 def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
-    cs.store(name="build_schema", node=BuildConfig)
+    cs.store(name="build_schema", node=build_schema())
     cs.store(group="wordings", name="wordings_schema", node=WordingsConfig)
     cs.store(group="sg_code", name="sg_code_schema", node=SgCodeConfig)

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from automon.subsets import ALL
+from automon.subsets import names as subset_names
 
 STAGES = ("build", "train", "eval")
 
@@ -31,7 +35,8 @@ class SourcesSection:
 @dataclass
 class BuildSection:
     out: str = "data/builds/${name}"
-    # Test pairs per subset, e.g. {safety_qa: 6}; empty = build.yaml's defaults (the paper's sizes).
+    # Test pairs per subset, e.g. {safety_qa: 6}; empty = build.yaml's defaults (the paper's sizes);
+    # ${automon.each_subset:6} = 6 for every registered subset.
     test: Dict[str, int] = field(default_factory=dict)
     # More `python data_build/build.py` overrides, verbatim (experiment's, then yours).
     args: List[str] = field(default_factory=list)
@@ -40,10 +45,9 @@ class BuildSection:
 
 @dataclass
 class TrainSection:
-    # One training run per entry: a subset name (conf/subset/<name>.yaml), `all`, or a list such as
-    # "[safety_qa,sg_code]". Runs land in runs_dir/<entry>.
-    subsets: List[str] = field(default_factory=lambda: ["safety_qa", "safety_code", "syco_qa",
-                                                        "syco_reasoning", "sg_qa", "sg_code", "all"])
+    # One training run per entry: a subset name (automon.subsets), `all`, or a list such as
+    # "[safety_qa,sg_code]". Runs land in runs_dir/<entry>. Default: every subset, then all.
+    subsets: List[str] = field(default_factory=lambda: [*subset_names(), ALL])
     runs_dir: str = "runs/${name}"
     # More `python train/sft.py` overrides, verbatim (experiment's, then yours).
     args: List[str] = field(default_factory=list)
@@ -94,3 +98,7 @@ class PipelineConfig:
 def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
     cs.store(name="pipeline_schema", node=PipelineConfig)
+    # `build.test: ${automon.each_subset:6}` (conf/experiment/smoke.yaml): a size for every subset,
+    # without listing them.
+    OmegaConf.register_new_resolver("automon.each_subset", lambda pairs: {n: int(pairs) for n in subset_names()},
+                                    replace=True)

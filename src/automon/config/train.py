@@ -13,15 +13,18 @@ from typing import Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from automon.config.common import ModelConfig, PromptConfig, WandbConfig, register_common
+from automon.subsets import ALL
+from automon.subsets import names as subset_names
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 @dataclass
 class SubsetSelection:
-    """Which training subsets form the corpus. Each conf/subset/<name>.yaml sets include.<name>: true,
-    so `subset=[safety_qa,sg_code]` (Hydra multi-select) merges two of them, `subset=all` sets all six
-    and `subset=all subset.include.sg_code=false` trains on everything but sg_code."""
+    """Which training subsets form the corpus. Each option of the `subset` group (stored by `register`
+    from the subset registry, automon.subsets) sets include.<name>: true, so `subset=[safety_qa,sg_code]`
+    (Hydra multi-select) merges two of them, `subset=all` sets every subset and
+    `subset=all subset.include.sg_code=false` trains on everything but sg_code."""
     include: Dict[str, bool] = field(default_factory=dict)
 
 
@@ -90,4 +93,14 @@ def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
     register_common(cs)
     cs.store(name="sft_schema", node=SFTConfig)
+    register_subset_options(cs)
     cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)
+
+
+def register_subset_options(cs: ConfigStore | None = None) -> None:
+    """The `subset` group: one option per registered subset and `all`, generated from the registry
+    (no conf/subset/*.yaml files)."""
+    cs = cs or ConfigStore.instance()
+    for name in subset_names():
+        cs.store(group="subset", name=name, node={"include": {name: True}})
+    cs.store(group="subset", name=ALL, node={"include": {name: True for name in subset_names()}})

@@ -21,6 +21,7 @@ from automon.data.io import write_build
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash
 from automon.schema import SUBSETS, Sample
+from automon.subsets import SubsetSpec, specs
 from automon.sources import SourceError, read_source, source_origin
 from automon.versions import code_version, library_versions
 
@@ -59,38 +60,35 @@ class BuildContext:
             self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - t0
 
 
-def _recipe_items(ctx: BuildContext, subset: str) -> list[Item]:
-    cfg, w, seed, v, drops = ctx.cfg, ctx.cfg.wordings, ctx.cfg.seed, ctx.cfg.train_variants, ctx.drops
-    if subset == "safety_qa":
-        from automon.data.recipes.safety import safety_qa_items
-        return safety_qa_items(ctx.rows("hh_rlhf_harmless"), drops)
-    if subset == "safety_code":
-        from automon.data.recipes.safety import safety_code_items
-        return safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
-                                 ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), drops)
-    if subset == "syco_qa":
-        from automon.data.recipes.sycophancy import syco_qa_items
-        return syco_qa_items(ctx.rows("mmlu"), ctx.rows("truthfulqa"), ctx.rows("rh_sycophancy_fact"),
-                             ctx.rows("rh_sycophancy_fact_unhackable"), ctx.rows("rh_sycophancy_opinion_political"),
-                             ctx.rows("caa_sycophancy"), ctx.rows("anthropic_political_typology"), w, seed, v, drops)
-    if subset == "syco_reasoning":
-        from automon.data.recipes.sycophancy import syco_reasoning_items
-        return syco_reasoning_items(ctx.rows("gsm8k"), w, seed, v, drops)
-    if subset == "sg_qa":
-        from automon.data.recipes.sg_qa import sg_qa_items
-        return sg_qa_items(ctx.rows("truthfulqa"), ctx.rows("rh_world_affecting_reward"),
-                           ctx.rows("rh_world_affecting_approval"), ctx.rows("rh_email_assistant"),
-                           ctx.rows("rh_email_assistant_unhackable"), ctx.rows("rh_theory_of_mind_mirroring_expanded"),
-                           ctx.rows("rh_theory_of_mind_mirroring_unhackable"), w, seed, v, drops)
-    if subset == "sg_code":
-        from automon.data.recipes.sg_code import sg_code_items
+@dataclass
+class RecipeContext:
+    """What a subset's recipe (SubsetSpec.recipe) sees: the build config, the drop counters, and the
+    rows of the sources its spec declares (read once per build, shared with other recipes)."""
+    build: BuildContext
+    spec: SubsetSpec
 
-        def data(name):
-            return [dict(r.data, _ref=r.ref) for r in ctx.rows(name)]
-        return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
-                             data("rh_code_selection"), data("rh_code_selection_unhackable"), cfg.sg_code,
-                             list(w.sg_code_incentives), seed, drops)
-    raise BuildError(f"unknown subset {subset!r}; valid: {', '.join(SUBSETS)}")
+    @property
+    def cfg(self) -> Any:
+        return self.build.cfg
+
+    @property
+    def drops(self) -> Drops:
+        return self.build.drops
+
+    def rows(self, name: str) -> list:
+        if name not in self.spec.sources:
+            raise BuildError(f"the {self.spec.name} recipe reads source {name!r}, which its SubsetSpec does not "
+                             f"declare (sources={self.spec.sources}); add it there (automon/subsets.py)")
+        return self.build.rows(name)
+
+
+def _recipe_items(ctx: BuildContext, spec: SubsetSpec) -> list[Item]:
+    items = spec.load_recipe()(RecipeContext(ctx, spec))
+    stray = sorted({it.subset for it in items} - {spec.name})
+    if stray:
+        raise BuildError(f"the {spec.name} recipe returned items of subset(s) {stray}; an Item's subset must "
+                         f"be the spec's name")
+    return items
 
 
 def _sample(item: Item, d: Draft, split: str, pair_id: str | None) -> Sample:
@@ -144,6 +142,10 @@ def run_build(cfg) -> dict:
     unknown = [s for s in cfg.subsets if s not in SUBSETS]
     if unknown:
         raise BuildError(f"unknown subset(s) {unknown}; valid: {', '.join(SUBSETS)}")
+    unsized = [s for s in cfg.subsets if getattr(cfg.test, s, None) is None]
+    if unsized:  # a subset registered at runtime after the config schema was stored
+        raise BuildError(f"the config has no test.<name> size for {unsized}: compose it after "
+                         "automon.config.build.register() has run with those subsets registered")
     if cfg.generator != "template":
         raise BuildError(f"generator={cfg.generator!r} is not available in the data build yet; use generator=template")
     if cfg.sources.root is not None and not Path(cfg.sources.root).is_dir():
@@ -154,10 +156,10 @@ def run_build(cfg) -> dict:
         raise BuildError(f"{out} already exists; pass overwrite=true to replace it, or choose another out=")
 
     items_by_subset: dict[str, list[Item]] = OrderedDict()
-    for subset in SUBSETS:  # canonical order, whatever order the config lists them in
-        if subset in cfg.subsets:
-            items_by_subset[subset] = ctx.timed(f"recipe:{subset}", _recipe_items, ctx, subset)
-            log.info("%s: %d items", subset, len(items_by_subset[subset]))
+    for spec in specs():  # canonical order, whatever order the config lists them in
+        if spec.name in cfg.subsets:
+            items_by_subset[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec)
+            log.info("%s: %d items", spec.name, len(items_by_subset[spec.name]))
 
     sizes = {s: int(getattr(cfg.test, s)) for s in items_by_subset}
     chosen = ctx.timed("split", select_test, items_by_subset, sizes, cfg.seed, ctx.drops)

@@ -36,7 +36,11 @@ from automon.schema import CATEGORIES, SUBSETS, TASKS, Sample
 from automon.versions import code_version, library_versions
 
 log = logging.getLogger("automon.evaluation")
-GROUP_ORDER = {"subset": list(SUBSETS), "category": list(CATEGORIES), "task": list(TASKS)}
+
+
+def group_order() -> dict[str, list[str]]:
+    """Report order of the metric groups (asked at run time: a subset may be registered after import)."""
+    return {"subset": list(SUBSETS), "category": list(CATEGORIES), "task": list(TASKS)}
 
 
 @dataclass
@@ -249,7 +253,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
                 for r, res in zip(rendered, results[m.name])]
         preds[m.name] = rows
         met = compute_metrics(rows, policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
-                              seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=GROUP_ORDER)
+                              seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=group_order())
         docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]), **met}
     tm["metrics_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
