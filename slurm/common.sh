@@ -21,7 +21,7 @@ export PYTHONUNBUFFERED=1
 BUILD=${BUILD:-data/builds/v1}
 RUNS=${RUNS:-runs/sweep}
 MODEL=${MODEL:-qwen3_4b_instruct_2507}
-PROMPT=${PROMPT:-direct}
+PROMPT=${PROMPT:-direct_v1}
 SUBSETS=${SUBSETS:-safety_qa safety_code syco_qa syco_reasoning sg_qa sg_code all}
 job_summary() {
   echo "== ${SLURM_JOB_NAME:-automon} job ${SLURM_JOB_ID:-none}${SLURM_ARRAY_TASK_ID:+ (array ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID})}" \
