@@ -68,7 +68,7 @@ def random_adapter(model_dir: Path, out: Path, r: int = 32) -> Path:
                                            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                                            "up_proj", "down_proj"]))
     peft.save_pretrained(out)
-    AdapterMeta(base_model="qwen3_4b_random", pretrained=str(model_dir), prompt_version="direct_v1",
+    AdapterMeta(base_model="qwen3_4b_random", pretrained=str(model_dir), prompt="direct_v1",
                 enable_thinking=False, subset="safety_code", data_manifest_hash="0" * 64, lora_rank=r,
                 automon_version="bench").write(out)
     return out

@@ -21,7 +21,7 @@ export PYTHONUNBUFFERED=1
 BUILD=${BUILD:-data/builds/v1}
 RUNS=${RUNS:-runs/sweep}
 MODEL=${MODEL:-qwen3_4b_instruct_2507}
-PROMPT=${PROMPT:-direct}
+PROMPT=${PROMPT:-direct_v1}
 # SUBSETS: one training run per word; default every registered subset (automon.subsets), then all.
 if [ -z "${SUBSETS:-}" ]; then
   SUBSETS="$(python -m automon.subsets names) all" || die "python -m automon.subsets names failed: is automon installed (VENV=$VENV)?"

@@ -15,6 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from automon.adapter_meta import AdapterMeta  # noqa: E402
 from automon.data.io import write_build  # noqa: E402
+from automon.prompts import FIT_VERSION  # noqa: E402
 from automon.schema import SUBSETS, Sample  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,8 +74,8 @@ def tiny_path() -> str:
 
 
 def make_adapter(out: Path, *, subset: str = "safety_code", seed: int = 0, r: int = 8,
-                 prompt_version: str = "direct_v1", base_model: str = "tiny", pretrained: str = "tiny",
-                 enable_thinking: bool = False, write_meta: bool = True) -> Path:
+                 prompt: str = "direct_v1", base_model: str = "tiny", pretrained: str = "tiny",
+                 enable_thinking: bool = False, prompt_fit: str = FIT_VERSION, write_meta: bool = True) -> Path:
     """A random (non-identity) LoRA adapter on the tiny model, saved like training saves one."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -93,9 +94,9 @@ def make_adapter(out: Path, *, subset: str = "safety_code", seed: int = 0, r: in
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     if write_meta:
-        AdapterMeta(base_model=base_model, pretrained=pretrained, prompt_version=prompt_version,
+        AdapterMeta(base_model=base_model, pretrained=pretrained, prompt=prompt,
                     enable_thinking=enable_thinking, subset=subset, data_manifest_hash="0" * 64, lora_rank=r,
-                    automon_version="test").write(out)
+                    automon_version="test", prompt_fit=prompt_fit).write(out)
     return out
 
 

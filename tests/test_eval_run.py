@@ -1,5 +1,5 @@
 """eval/holdout.py end to end on CPU (hf backend, tiny model): outputs, resume after a kill, adapter
-mismatch, few-shot hygiene, one renderer, sweep matrix, config composition."""
+mismatch, few-shot hygiene, sweep matrix, config composition."""
 
 from __future__ import annotations
 
@@ -86,11 +86,11 @@ class Counting:
 def test_cpu_command_writes_every_output_and_a_killed_run_resumes(tmp_path):
     """Killed with SIGKILL mid-run, the same command reuses every cached prediction."""
     build = make_build(tmp_path / "build", pairs_per_subset=2)
-    adapter = make_adapter(tmp_path / "runs" / "ev" / "adapter", prompt_version="evidence_v1")
+    adapter = make_adapter(tmp_path / "runs" / "ev" / "adapter", prompt="evidence_v1")
     out = tmp_path / "evals" / "x"
     # evidence answers (generation) keep the run busy long enough to be killed between flushes
     args = [f"adapter={adapter}", "model=tiny", "backend=hf", f"data.dir={build}", f"output_dir={out}",
-            "prompt=evidence", "backend.max_new_tokens=6", "backend.chunk_size=2", "backend.batch_size=2",
+            "prompt=evidence_v1", "backend.max_new_tokens=6", "backend.chunk_size=2", "backend.batch_size=2",
             "bootstrap.n=100"]
     proc = _popen(*args)
     cache_dir = out / "cache"
@@ -175,16 +175,17 @@ def test_cache_key_covers_every_identity(tmp_path, build, adapter):
         return cache_key(c, resolve_monitors(c)[0], "direct")
 
     base = key()
-    assert base["adapter"] is None and base["prompt_version"] == "direct_v1" and base["backend"] == "hf"
+    assert base["adapter"] is None and base["prompt"] == "direct_v1" and base["backend"] == "hf"
     assert key(f"adapter={adapter}")["adapter"] not in (None, base["adapter"])
     assert key("shots=2")["shots"] == 2 and key("shots=2", "shots_seed=1") != key("shots=2")
-    assert key("prompt=evidence", "allow_mismatch=true") != base
+    assert key("prompt=evidence_v1", "allow_mismatch=true") != base
     assert key("model.revision=abc") != base and key("backend.dtype=bfloat16") != base
 
 
 # ---------------------------------------------------------------- adapter mismatch
 
-@pytest.mark.parametrize("field,value,word", [("prompt_version", "evidence_v1", "prompt"),
+@pytest.mark.parametrize("field,value,word", [("prompt", "evidence_v1", "prompt=evidence_v1"),
+                                              ("prompt_fit", "fit_v0", "prompt fit: trained with fit_v0"),
                                               ("base_model", "qwen3_4b_instruct_2507", "base model"),
                                               ("enable_thinking", True, "thinking")])
 def test_mismatched_adapter_stops_unless_allowed(tmp_path, build, field, value, word):
@@ -210,7 +211,7 @@ def test_adapter_without_metadata_is_refused(tmp_path, build):
 
 
 def test_cli_user_errors_exit_2_with_one_paragraph(tmp_path, build):
-    ad = make_adapter(tmp_path / "run" / "adapter", prompt_version="evidence_v1")
+    ad = make_adapter(tmp_path / "run" / "adapter", prompt="evidence_v1")
     r = _cli(f"adapter={ad}", "model=tiny", "backend=hf", f"data.dir={build}", f"output_dir={tmp_path / 'o'}")
     assert r.returncode == 2
     assert r.stderr.startswith("error: the adapter was trained differently")
@@ -224,30 +225,8 @@ def test_missing_build_is_a_user_error(tmp_path):
         evaluate(compose(cpu_overrides(tmp_path / "nope", tmp_path / "o")))
 
 
-# ---------------------------------------------------------------- prompts: one renderer, clean shots
-
-def test_eval_prompts_are_the_training_renderer_byte_for_byte(tmp_path, build):
-    from automon.data.io import load_build
-    from automon.models.loading import load_tokenizer
-    from automon.prompts import monitor_messages, prompt_text
-
-    for prompt in ("direct", "evidence"):
-        c = compose(cpu_overrides(build, tmp_path / prompt, f"prompt={prompt}", "shots=2",
-                                  "backend.max_new_tokens=2", "data.max_pairs_per_subset=1"))
-        spy = Counting()
-        evaluate(c, judge_factory=spy)
-        b = load_build(build)
-        tok = load_tokenizer(c.model)
-        test = {s.id: s for s in b.samples("test")}
-        shot_ids = json.loads((tmp_path / prompt / "metrics.json").read_text())["shot_ids"]
-        train = {s.id: s for s in b.samples("train")}
-        shots = [train[i] for i in shot_ids]
-        for r in spy.requests:
-            msgs = monitor_messages(test[r.id], c.prompt.version, shots=shots)
-            assert r.messages == msgs
-            assert r.prompt == prompt_text(tok, msgs, enable_thinking=False)
-            assert r.prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
-
+# ---------------------------------------------------------------- prompts: clean shots
+# (one renderer and fit for both stages: test_prompt_fit.py)
 
 def test_no_test_sample_can_appear_in_a_prompt(tmp_path, build):
     from automon.data.io import load_build
@@ -299,7 +278,7 @@ def test_long_responses_are_shortened_in_the_middle_and_counted(tmp_path):
 # ---------------------------------------------------------------- evidence prompt, unparseable policy
 
 def test_evidence_unparseable_answers_are_counted_and_scored_by_policy(tmp_path, build):
-    ov = cpu_overrides(build, tmp_path / "o", "prompt=evidence", "backend.max_new_tokens=3",
+    ov = cpu_overrides(build, tmp_path / "o", "prompt=evidence_v1", "backend.max_new_tokens=3",
                        "data.max_pairs_per_subset=1")
     res = evaluate(compose(ov))  # a random tiny model never writes the JSON verdict
     o = res.metrics["base"]["overall"]
@@ -408,12 +387,12 @@ def test_output_dir_is_named_by_identity(tmp_path, build, adapter):
         c = compose(["model=tiny", "backend=hf", f"data.dir={build}", *ov])
         return default_output_dir(c, resolve_monitors(c)).as_posix()
 
-    assert name() == "evals/tiny__base__direct__shots0"
-    assert name(f"adapter={adapter}", "shots=3", "prompt=evidence", "allow_mismatch=true") == \
-        "evals/tiny__run_sc__evidence__shots3"
-    assert name("shots=2", "shots_seed=4") == "evals/tiny__base__direct__shots2-seed4"
+    assert name() == "evals/tiny__base__direct_v1__shots0"
+    assert name(f"adapter={adapter}", "shots=3", "prompt=evidence_v1", "allow_mismatch=true") == \
+        "evals/tiny__run_sc__evidence_v1__shots3"
+    assert name("shots=2", "shots_seed=4") == "evals/tiny__base__direct_v1__shots2-seed4"
     c = compose(["backend=openai", "model=api", "backend.model_name=gpt-4o-mini"])
-    assert default_output_dir(c, resolve_monitors(c)).as_posix() == "evals/api-gpt-4o-mini__base__direct__shots0"
+    assert default_output_dir(c, resolve_monitors(c)).as_posix() == "evals/api-gpt-4o-mini__base__direct_v1__shots0"
 
 
 def test_max_pairs_per_subset_keeps_whole_pairs(tmp_path, build):

@@ -146,7 +146,7 @@ def test_metrics_table_shows_dashes_for_undefined(sweep):
 
 
 _HEADER = {"model": {"name": "tiny", "pretrained": "tiny", "revision": None, "enable_thinking": False},
-           "backend": "hf", "prompt_version": "direct_v1", "prompt_kind": "direct", "shots": 0, "shots_seed": 0,
+           "backend": "hf", "prompt": "direct_v1", "prompt_kind": "direct", "prompt_fit": "fit_v1", "shots": 0, "shots_seed": 0,
            "shot_ids": [], "data": {"dir": "d", "manifest_hash": "ab" * 32, "subsets": ["sg_code"]},
            "threshold": 0.5, "unparseable_policy": "positive", "bootstrap": {"n": 50, "seed": 0, "ci": 0.95},
            "metrics_version": "metrics_v1", "code_version": "x", "n_shortened": 3}

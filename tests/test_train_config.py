@@ -33,16 +33,16 @@ def _typed(*overrides: str) -> SFTConfig:
 def test_defaults():
     c = _typed()
     assert rd.subset_names(c.subset.include) == ["safety_code"]
-    assert c.model.name == "qwen3_4b_instruct_2507" and c.prompt.version == "direct_v1"
+    assert c.model.name == "qwen3_4b_instruct_2507" and c.prompt.name == "direct_v1"
     assert c.trainer.name == "auto" and c.data.dir == "data/builds/v1"
     t = c.train
     assert (t.lora.r, t.lora.alpha, t.lr, t.epochs, t.batch_size * t.grad_accum, t.max_seq_length) == \
         (32, 32, 1e-4, 3.0, 16, 32768)
-    assert run_dir_for(c, "safety_code") == Path("runs/safety_code__qwen3_4b_instruct_2507__direct__seed0")
+    assert run_dir_for(c, "safety_code") == Path("runs/safety_code__qwen3_4b_instruct_2507__direct_v1__seed0")
 
 
 def test_every_group_option_composes_and_validates():
-    combos = [(s, "tiny", "direct", "peft") for s in group_options("subset")]
+    combos = [(s, "tiny", "direct_v1", "peft") for s in group_options("subset")]
     models = [m for m in group_options("model") if m != "api"]  # api: evaluation-only, rejected below
     combos += list(itertools.product(["all"], models, group_options("prompt"), group_options("trainer")))
     for subset, model, prompt, trainer in combos:
@@ -67,8 +67,8 @@ def test_subset_list_and_leave_one_out():
 
 
 def test_run_dir_is_derived_from_identity():
-    c = _typed("subset=all", "model=qwen3_8b", "prompt=evidence", "train.seed=3")
-    assert run_dir_for(c, "all") == Path("runs/all__qwen3_8b__evidence__seed3")
+    c = _typed("subset=all", "model=qwen3_8b", "prompt=evidence_v1", "train.seed=3")
+    assert run_dir_for(c, "all") == Path("runs/all__qwen3_8b__evidence_v1__seed3")
     assert run_dir_for(_typed("output_dir=/x/y"), "all") == Path("/x/y")
 
 
@@ -99,7 +99,7 @@ def test_preflight_catches_unknown_subsets_and_key_typos():
 @pytest.mark.parametrize("bad,msg", [
     ("train.lr=0", "train.lr must be > 0"),
     ("train.lora.targets=[q_proj,lm_head]", "must not include lm_head"),
-    ("prompt.version=direct_v9", "unknown prompt.version"),
+    ("prompt.name=direct_v9", "unknown prompt 'direct_v9'; choose prompt=<name>"),
     ("wandb.mode=sometimes", "wandb.mode must be one of"),
     ("train.max_seq_length=100", "max_seq_length must be >= 256"),
     ("model.pretrained=api", "is a monitor behind an API"),
@@ -120,7 +120,7 @@ def test_config_diff_ignores_non_identity_keys():
 
 @pytest.mark.parametrize("overrides", [
     (), ("model=tiny", "trainer=peft", "train.max_steps=5"),
-    ("subset=all", "model=qwen3_8b", "prompt=evidence", "train.group_by_length=false")])
+    ("subset=all", "model=qwen3_8b", "prompt=evidence_v1", "train.group_by_length=false")])
 def test_trl_sft_config_builds_on_cpu(tmp_path, overrides):
     from automon.training.sft_args import make_sft_args
 
@@ -134,7 +134,7 @@ def test_trl_sft_config_builds_on_cpu(tmp_path, overrides):
 
 @pytest.mark.parametrize("overrides", [
     ("subset=safety_code",),
-    ("subset=all", "model=qwen3_8b", "prompt=evidence"),
+    ("subset=all", "model=qwen3_8b", "prompt=evidence_v1"),
     ("subset=sg_code", "model=tiny", "data.dir=data/builds/v1", "train.max_steps=30", "output_dir=runs/x"),
 ])
 def test_cli_forms_compose(overrides):

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from _train_fixtures import make_samples, tiny_model_path, tiny_tok  # noqa: F401  (fixtures)
 
-from automon.prompts import answer_text, monitor_messages, prompt_text
+from automon.prompts import answer_text, monitor_messages, prompt_budget, prompt_text
 from automon.prompts.render import SHORTEN_MARKER
 from automon.training.data import (
     IGNORE_INDEX,
@@ -66,14 +66,16 @@ def test_long_responses_are_shortened_in_the_middle_never_dropped(tiny_tok):
     samples = make_samples("train", per_subset=4, long_every=3, long_words=2500)
     long_ids = {s.id for s in samples if "End of the response." in s.response}
     assert long_ids
-    limit = 600
+    limit = 1100
+    budget = prompt_budget("evidence_v1", limit)  # 512 of the limit are the answer's
     builder = ExampleBuilder(tiny_tok, "evidence_v1", enable_thinking=False, max_seq_length=limit)
     examples, stats = builder.build_all(samples)
     assert len(examples) == len(samples)                      # nothing dropped
     assert stats.responses_shortened == len(long_ids)         # counted
     assert stats.summary()["samples_shortened"] == len(long_ids)
     for s, ex in zip(samples, examples):
-        assert len(ex.input_ids) <= limit
+        n_prompt = sum(t == IGNORE_INDEX for t in ex.labels)
+        assert n_prompt <= budget and len(ex.input_ids) <= limit
         assert supervised_text(tiny_tok, ex) == answer_text(s, "evidence_v1") + "<|im_end|>"  # answer intact
         if s.id in long_ids:
             assert ex.response_tokens_removed > 0
@@ -81,7 +83,7 @@ def test_long_responses_are_shortened_in_the_middle_never_dropped(tiny_tok):
             head = s.response.split("\n")[0]
             assert head in ex.prompt and "End of the response." in ex.prompt   # head and tail kept
             assert s.request in ex.prompt                                      # request untouched
-            assert len(ex.input_ids) >= limit - 8                              # budget used, not wasted
+            assert n_prompt >= budget - 8                                      # budget used, not wasted
         else:
             assert ex.response_tokens_removed == 0 and MARKER_HEAD not in ex.prompt
 
@@ -105,12 +107,27 @@ def test_over_long_request_is_shortened_too_and_counted(tiny_tok):
     assert supervised_text(tiny_tok, ex) == "yes<|im_end|>"
 
 
-def test_max_seq_length_too_small_for_the_template_is_a_clear_error(tiny_tok):
+@pytest.mark.parametrize("prompt,limit,why", [
+    ("direct_v1", 200, "needs [0-9]+ tokens for the direct_v1 template alone"),
+    ("evidence_v1", 400, "the evidence_v1 prompt reserves 512 tokens for its answer"),
+])
+def test_max_seq_length_too_small_for_the_template_is_a_clear_error(tiny_tok, prompt, limit, why):
     s = make_samples("train", per_subset=1)[0]
     s = dataclasses.replace(s, response=s.response + " filler" * 500)
-    builder = ExampleBuilder(tiny_tok, "evidence_v1", enable_thinking=False, max_seq_length=200)
-    with pytest.raises(TrainConfigError, match="max_seq_length=200 is too small"):
+    builder = ExampleBuilder(tiny_tok, prompt, enable_thinking=False, max_seq_length=limit)
+    with pytest.raises(TrainConfigError, match=f"train.max_seq_length={limit} is too small: .*{why}"):
         builder.build(s)
+
+
+def test_answer_longer_than_the_prompts_answer_reserve_is_a_clear_error(tiny_tok):
+    """Prompts get max_seq_length - answer_reserve; an answer beyond the reserve could overrun the limit."""
+    s = next(x for x in make_samples("train", per_subset=1) if x.label == 1)
+    # Three quotes of 400 rare characters (several tokens each): far more than the 512-token reserve.
+    s = dataclasses.replace(s, evidence=["\U0001f99c\u0b8a" * 200] * 3)
+    builder = ExampleBuilder(tiny_tok, "evidence_v1", enable_thinking=False, max_seq_length=4096)
+    with pytest.raises(TrainConfigError, match="more than the 512 tokens the prompt reserves for its answer"):
+        builder.build(s)
+    assert builder.build(dataclasses.replace(s, evidence=[s.evidence[0][:20]])).answer  # a short quote fits
 
 
 def test_select_samples_filters_subsets_and_rejects_unknown():

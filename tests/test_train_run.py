@@ -26,6 +26,7 @@ from _train_fixtures import (  # noqa: F401  (fixtures)
 
 from automon.adapter_meta import AdapterMeta
 from automon.data.io import load_build
+from automon.prompts import FIT_VERSION
 
 STEPS = 16
 
@@ -84,8 +85,8 @@ def test_tiny_cpu_run_trains_and_writes_the_run_dir(uninterrupted, small_build):
     for f in ("adapter_config.json", "adapter_model.safetensors", "README.md", "automon_adapter.json"):
         assert (adapter / f).exists(), f
     meta = AdapterMeta.read(adapter)
-    assert (meta.base_model, meta.pretrained, meta.prompt_version, meta.enable_thinking, meta.subset,
-            meta.lora_rank) == ("tiny", "tiny", "direct_v1", False, "all", 8)
+    assert (meta.base_model, meta.pretrained, meta.prompt, meta.prompt_fit, meta.enable_thinking, meta.subset,
+            meta.lora_rank) == ("tiny", "tiny", "direct_v1", FIT_VERSION, False, "all", 8)
     assert meta.data_manifest_hash == build.manifest_hash
     card = (adapter / "README.md").read_text()
     assert "library_name: peft" in card and build.manifest_hash in card and "shortened" in card

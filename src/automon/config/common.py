@@ -32,8 +32,10 @@ API_MODEL = "api"
 
 @dataclass
 class PromptConfig:
-    name: str = "direct"      # conf/prompt/<name>.yaml
-    version: str = "direct_v1"  # the versioned template (automon.prompts.templates)
+    # The prompt's one name: its automon.prompts.templates registry key == the conf/prompt/<name>.yaml
+    # option == the run/eval directory component == adapter metadata == cache key (e.g. direct_v1).
+    # Each stage checks it against the registry (training: validate(); evaluation: HoldoutConfig).
+    name: str = "direct_v1"
 
 
 @dataclass

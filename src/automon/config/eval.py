@@ -10,6 +10,7 @@ from hydra.core.config_store import ConfigStore
 
 from automon.config.common import ConfigError, ModelConfig, PromptConfig, WandbConfig, register_common  # noqa: F401
 from automon.judges import BACKENDS, BackendConfig
+from automon.prompts import PROMPT_NAMES, get_template
 from automon.schema import SUBSETS
 
 # How answers that could not be read (unparseable evidence JSON, failed API calls) are scored.
@@ -81,6 +82,19 @@ class HoldoutConfig:
             raise ConfigError(f"threshold={self.threshold} must lie in [0, 1]")
         if self.shots < 0:
             raise ConfigError(f"shots={self.shots} must be >= 0")
+        if self.prompt.name not in PROMPT_NAMES:
+            raise ConfigError(f"unknown prompt {self.prompt.name!r}; choose prompt=<name> with one of: "
+                              f"{', '.join(PROMPT_NAMES)}")
+        # Prompts are fitted to max_seq_length - answer_reserve, the budget training uses, so what is
+        # generated must fit in the reserve (the direct prompt reads one token).
+        tpl = get_template(self.prompt.name)
+        generated = 1 if tpl.kind == "direct" else b.max_new_tokens
+        if b.max_seq_length is not None and generated > tpl.answer_reserve:
+            raise ConfigError(f"backend.max_new_tokens={generated} is more than the {tpl.answer_reserve} tokens "
+                              f"prompt={tpl.name} reserves for its answer: prompts are fitted to "
+                              f"backend.max_seq_length - {tpl.answer_reserve} tokens, as in training, so a longer "
+                              f"answer could overrun backend.max_seq_length. Set backend.max_new_tokens<="
+                              f"{tpl.answer_reserve}")
         bad = [s for s in self.data.subsets if s not in SUBSETS]
         if bad or not self.data.subsets:
             raise ConfigError(f"data.subsets has unknown {bad or 'nothing'}; valid: {', '.join(SUBSETS)}")

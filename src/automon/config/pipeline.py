@@ -73,7 +73,7 @@ class EvalSection:
 class MonitorSection:
     """The monitor model, the same for training and evaluation (named as the stages' groups)."""
     model: str = "qwen3_4b_instruct_2507"  # conf/model/<name>.yaml
-    prompt: str = "direct"                 # conf/prompt/<name>.yaml
+    prompt: str = "direct_v1"              # conf/prompt/<name>.yaml (the prompt's one name)
 
 
 @dataclass

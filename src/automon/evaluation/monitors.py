@@ -11,6 +11,7 @@ from typing import Any
 from automon.adapter_meta import ADAPTER_META_FILE, AdapterMeta
 from automon.evaluation.errors import AdapterMismatch, EvalError
 from automon.judges.base import LoraAdapter
+from automon.prompts import FIT_VERSION
 
 BASE = "base"
 
@@ -74,8 +75,12 @@ def check_adapter(meta: AdapterMeta, cfg: Any) -> list[str]:
     if meta.base_model != m.name or meta.pretrained != m.pretrained:
         diffs.append(f"base model: trained on model={meta.base_model} ({meta.pretrained}), "
                      f"evaluating model={m.name} ({m.pretrained})")
-    if meta.prompt_version != cfg.prompt.version:
-        diffs.append(f"prompt: trained with {meta.prompt_version}, evaluating {cfg.prompt.version}")
+    if meta.prompt != cfg.prompt.name:
+        diffs.append(f"prompt: trained with prompt={meta.prompt}, evaluating prompt={cfg.prompt.name}")
+    # Adapters from before fit versions were recorded have none (unknown, not a known difference).
+    if meta.prompt_fit and meta.prompt_fit != FIT_VERSION:
+        diffs.append(f"prompt fit: trained with {meta.prompt_fit}, evaluating with {FIT_VERSION} "
+                     "(long samples are shortened differently)")
     if bool(meta.enable_thinking) != bool(m.enable_thinking):
         diffs.append(f"thinking: trained with enable_thinking={meta.enable_thinking}, "
                      f"evaluating model.enable_thinking={m.enable_thinking}")
@@ -130,7 +135,7 @@ def resolve_monitors(cfg: Any) -> list[Monitor]:
     if bad and not cfg.allow_mismatch:
         lines = "\n".join(f"  {m.adapter_dir}: " + "; ".join(m.mismatches) for m in bad)
         first = bad[0].meta
-        hint = (f" (e.g. model={first.base_model} prompt={first.prompt_version.split('_v')[0]})"
+        hint = (f" (e.g. model={first.base_model} prompt={first.prompt})"
                 if first is not None else "")
         raise AdapterMismatch("the adapter was trained differently from how it would be evaluated:\n"
                               f"{lines}\nEvaluate it with the settings it was trained with{hint}, or pass "

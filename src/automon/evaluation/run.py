@@ -30,7 +30,7 @@ from automon.evaluation.monitors import BASE, Monitor, resolve_monitors
 from automon.evaluation.requests import Rendered, render_all
 from automon.judges import JudgeRequest, JudgeResult, make_judge
 from automon.metrics import METRICS_VERSION, compute_metrics
-from automon.prompts import get_template, parse_answer
+from automon.prompts import FIT_VERSION, get_template, parse_answer
 from automon.report.columns import columns
 from automon.schema import CATEGORIES, SUBSETS, TASKS, Sample
 from automon.versions import code_version, library_versions
@@ -101,7 +101,7 @@ def cache_key(c: HoldoutConfig, m: Monitor, kind: str) -> dict[str, Any]:
     return {
         "backend": c.backend.name,
         **c.backend.cache_identity(c.model, kind, m.name if m.adapter_dir else None),
-        "adapter": m.adapter_hash, "prompt_version": c.prompt.version,
+        "adapter": m.adapter_hash, "prompt": c.prompt.name,
         "shots": c.shots, "shots_seed": c.shots_seed if c.shots else None,
         "enable_thinking": c.model.enable_thinking,
     }
@@ -134,14 +134,14 @@ def select_test(samples: Sequence[Sample], subsets: Sequence[str], max_pairs: in
     return keep
 
 
-def prediction_row(r: Rendered, res: JudgeResult, kind: str, version: str, threshold: float) -> dict[str, Any]:
+def prediction_row(r: Rendered, res: JudgeResult, kind: str, prompt: str, threshold: float) -> dict[str, Any]:
     s = r.sample
     if res.error is not None:
         pred = None
     elif kind == "direct" and res.p_yes is not None:
         pred = int(res.p_yes >= threshold)
     else:  # evidence, or a direct answer without logprobs (some API servers)
-        pred = parse_answer(res.text or "", version).pred
+        pred = parse_answer(res.text or "", prompt).pred
     return {"id": s.id, "pair_id": s.pair_id, "subset": s.subset, "category": s.category, "task": s.task,
             "label": s.label, "p_yes": res.p_yes, "pred": pred, "raw": res.text, "mass": res.mass,
             "error": res.error, "shortened": r.shortened}
@@ -154,8 +154,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     is make_judge unless a test substitutes a wrapper."""
     t_start = time.perf_counter()
     tm: dict[str, float] = defaultdict(float)
-    tpl = get_template(c.prompt.version)
-    kind = tpl.kind
+    kind = get_template(c.prompt.name).kind
     monitors = resolve_monitors(c)
     for m in monitors:
         if m.mismatches:
@@ -177,16 +176,13 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     t0 = time.perf_counter()
     shots = select_shots(build.samples("train"), c.shots, c.shots_seed, c.shots_max_chars, test) if c.shots else []
     tm["data_s"] += time.perf_counter() - t0
-    budget = None
-    if c.backend.max_seq_length and tokenizer is not None:
-        budget = c.backend.max_seq_length - (1 if kind == "direct" else c.backend.max_new_tokens)
     t0 = time.perf_counter()
-    rendered = render_all(test, version=c.prompt.version, shots=shots, tokenizer=tokenizer,
-                          enable_thinking=c.model.enable_thinking, max_prompt_tokens=budget)
+    rendered = render_all(test, prompt=c.prompt.name, shots=shots, tokenizer=tokenizer,
+                          enable_thinking=c.model.enable_thinking, max_seq_length=c.backend.max_seq_length)
     tm["render_s"] += time.perf_counter() - t0
     n_short = sum(1 for r in rendered if r.shortened)
     if n_short:
-        log.info("%d responses shortened in the middle to fit backend.max_seq_length=%s",
+        log.info("%d prompts shortened in the middle to fit backend.max_seq_length=%s",
                  n_short, c.backend.max_seq_length)
 
     # ---- cache lookup
@@ -219,7 +215,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
         timing = judge.timing
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, initial=n_cached, unit="sample", desc=f"{c.backend.name} {c.prompt.version}",
+        bar = tqdm(total=total, initial=n_cached, unit="sample", desc=f"{c.backend.name} {c.prompt.name}",
                    disable=not c.progress, dynamic_ncols=True, smoothing=0.1)
         t_loop = time.perf_counter()
         try:
@@ -249,7 +245,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     preds: dict[str, list[dict]] = {}
     docs: dict[str, dict] = {}
     for m in monitors:
-        rows = [prediction_row(r, res, kind, c.prompt.version, c.threshold)  # type: ignore[arg-type]
+        rows = [prediction_row(r, res, kind, c.prompt.name, c.threshold)  # type: ignore[arg-type]
                 for r, res in zip(rendered, results[m.name])]
         preds[m.name] = rows
         met = compute_metrics(rows, policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
@@ -272,9 +268,9 @@ def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample],
                 n_short: int, m: Monitor, cache: PredictionCache) -> dict[str, Any]:
     who = "base model" if m.adapter_dir is None else f"adapter {m.name}"
     doc: dict[str, Any] = {
-        "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.version}, {c.shots} shot(s)",
+        "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",
         "metrics_version": METRICS_VERSION,
-        "prompt_version": c.prompt.version, "prompt_kind": kind,
+        "prompt": c.prompt.name, "prompt_kind": kind, "prompt_fit": FIT_VERSION,
         "backend": c.backend.name,
         "model": asdict(c.model),
         "monitor": m.describe(),

@@ -23,7 +23,7 @@ def header_table(doc: Mapping[str, Any]) -> str:
          + (f" @ {model['revision']}" if model.get("revision") else "")
          + f", enable_thinking={model['enable_thinking']})"),
         ("backend", doc["backend"]),
-        ("prompt", f"{doc['prompt_version']}, {doc['shots']} shot(s)"
+        ("prompt", f"{doc['prompt']}, {doc['shots']} shot(s)"
          + (f" (seed {doc['shots_seed']}: {', '.join(doc['shot_ids'])})" if doc["shots"] else "")),
         ("data", f"`{doc['data']['dir']}` (manifest sha256 {doc['data']['manifest_hash'][:12]}), "
                  f"subsets {', '.join(doc['data']['subsets'])}"),
@@ -32,7 +32,7 @@ def header_table(doc: Mapping[str, Any]) -> str:
         ("unparseable / failed answers", POLICY_TEXT[doc["unparseable_policy"]]),
         ("bootstrap", f"{doc['bootstrap']['n']} replicates resampling pairs, seed {doc['bootstrap']['seed']}, "
                       f"{int(doc['bootstrap']['ci'] * 100)}% percentile CI"),
-        ("versions", f"{doc['metrics_version']}, {doc['prompt_version']}, code {doc['code_version']}"),
+        ("versions", f"{doc['metrics_version']}, {doc['prompt']} ({doc['prompt_fit']}), code {doc['code_version']}"),
     ]
     if mon:
         rows.insert(1, ("monitor", _monitor_text(mon)))

@@ -20,7 +20,7 @@ from typing import Any
 
 from automon.data.io import load_build
 from automon.config.train import SFTConfig
-from automon.prompts import PROMPT_VERSIONS
+from automon.prompts import FIT_VERSION, PROMPT_NAMES
 from automon.training import rundir as rd
 from automon.training.errors import RunDirConflict, TrainConfigError
 
@@ -53,8 +53,8 @@ def validate(c: SFTConfig) -> None:
          "train.lora.targets must be non-empty and must not include lm_head (vLLM cannot serve it; "
          "the loss reads lm_head.weight directly)"),
         (t.save_steps >= 1 and t.logging_steps >= 1, "train.save_steps and train.logging_steps must be >= 1"),
-        (c.prompt.version in PROMPT_VERSIONS,
-         f"unknown prompt.version {c.prompt.version!r}; known: {', '.join(PROMPT_VERSIONS)}"),
+        (c.prompt.name in PROMPT_NAMES, f"unknown prompt {c.prompt.name!r}; choose prompt=<name> with one of: "
+                                        f"{', '.join(PROMPT_NAMES)}"),
         (c.wandb.mode in WANDB_MODES, f"wandb.mode must be one of {', '.join(WANDB_MODES)}, got {c.wandb.mode!r}"),
         (c.model.dtype in DTYPES, f"model.dtype must be one of {', '.join(DTYPES)}, got {c.model.dtype!r}"),
         (c.model.pretrained != "api",
@@ -186,7 +186,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
 
     transformers.logging.set_verbosity_warning()
     log.info("run dir %s; subsets %s; model %s; prompt %s; trainer %s", run_dir, ",".join(subsets),
-             c.model.name, c.prompt.version, trainer_name)
+             c.model.name, c.prompt.name, trainer_name)
 
     # ---- data -------------------------------------------------------------------------------
     tok = load_tokenizer(c.model)
@@ -196,7 +196,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     if not samples:
         raise TrainConfigError(f"the build at {build.path} has no training samples for {label}; "
                                f"its train counts: {build.manifest.get('counts', {}).get('train', {})}")
-    builder = ExampleBuilder(tok, c.prompt.version, c.model.enable_thinking, max_len)
+    builder = ExampleBuilder(tok, c.prompt.name, c.model.enable_thinking, max_len)
     dataset, stats, first = builder.build_dataset(samples)
     del samples
     data_summary = stats.summary()
@@ -215,7 +215,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
         "subsets": subsets, "subset": label, "data_build": str(Path(build.path).resolve()),
         "data_manifest_hash": build.manifest_hash, "base_model_path": model_path,
         "code_version": code_version(), "versions": library_versions(),
-        "max_seq_length": max_len, "data": data_summary,
+        "max_seq_length": max_len, "prompt_fit": FIT_VERSION, "data": data_summary,
         "segments": (prev or {}).get("segments", 0) + 1,
     }
     if prev and prev.get("trainer") not in (None, trainer_name):
@@ -268,10 +268,10 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
         if tmp.exists():
             shutil.rmtree(tmp)
         trainer.model.save_pretrained(str(tmp))
-        AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt_version=c.prompt.version,
+        AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt=c.prompt.name,
                     enable_thinking=c.model.enable_thinking, subset=label, data_manifest_hash=build.manifest_hash,
                     lora_rank=c.train.lora.r, automon_version=versions.get("automon", ""),
-                    code_version=run_info["code_version"],
+                    code_version=run_info["code_version"], prompt_fit=FIT_VERSION,
                     extra={"subsets": subsets, "lora_alpha": c.train.lora.alpha,
                            "lora_targets": list(c.train.lora.targets), "trainer": trainer_name,
                            "max_seq_length": max_len, "steps": summary["steps"], "seed": c.train.seed,
