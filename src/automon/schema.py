@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from automon.errors import UserError
+
 CATEGORIES = ("safety", "sycophancy", "spec_gaming")
 TASKS = ("qa", "code", "reasoning")
 # subset -> (category, task); the order here is the canonical report order.
@@ -25,7 +27,7 @@ FIELDS = ("id", "pair_id", "split", "category", "task", "subset", "source", "req
           "label", "evidence", "meta")
 
 
-class SampleError(ValueError):
+class SampleError(UserError, ValueError):
     """A record that breaks the Sample contract."""
 
 

@@ -16,6 +16,12 @@ class SourcesConfig:
     root: Optional[str] = None
     # stop: fail at the first malformed row (naming file and line); skip: skip and count it.
     on_malformed: str = "stop"
+    # sha256sum list the local source files are checked against; null: SHA256SUMS in sources.root,
+    # else beside it, if there is one.
+    checksums: Optional[str] = None
+    # fail: stop when a source file differs from the list or is not in it; warn: log it and go on.
+    # The manifest records the list, this setting and every difference.
+    on_checksum: str = "fail"
     # Hub revisions (commit sha or tag) per source name, e.g. {gsm8k: <sha>}; unset = "main".
     revisions: Dict[str, str] = field(default_factory=dict)
 
