@@ -60,16 +60,19 @@ def debug() -> bool:
 
 def _hydra_line(e: Exception) -> str:
     """One line from a Hydra composition error (bad override, unknown key or group option)."""
-    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else None
     head = str(e).split("Config search path")[0]  # MissingConfigException lists its search path: noise
+    parent = getattr(cause, "parent_node", None)
+    unknown_key = isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and hasattr(parent, "keys")
+    if unknown_key:  # Hydra suggests appending the key with '+': wrong advice for a typo
+        head = head.split("To append to your config")[0]
     parts = [one_line(head)]
     if cause is not None:
         parts.append(one_line(str(cause).split("full_key:")[0]))
-        parent = getattr(cause, "parent_node", None)
-        if isinstance(cause, ConfigKeyError) and parent is not None and hasattr(parent, "keys"):
-            parts.append(f"valid keys here: {', '.join(map(str, parent.keys()))}")
+    if unknown_key:
+        parts.append(f"valid keys here: {', '.join(map(str, parent.keys()))}")
     return "; ".join(p for p in parts if p) + "; check the key and its value (the script's docstring shows usage)"
 
 
