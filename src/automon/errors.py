@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import traceback
-from typing import Any, Callable, Iterable, NoReturn
+from typing import Any, Callable, Iterable
 
 DEBUG_ENV = "AUTOMON_DEBUG"
 USER_ERROR_STATUS = 2
@@ -68,11 +68,12 @@ def _hydra_line(e: Exception) -> str:
     unknown_key = isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and hasattr(parent, "keys")
     if unknown_key:  # Hydra suggests appending the key with '+': wrong advice for a typo
         head = head.split("To append to your config")[0]
-    parts = [one_line(head)]
+    parts = [one_line(head).rstrip(".")]
     if cause is not None:
         parts.append(one_line(str(cause).split("full_key:")[0]))
     if unknown_key:
-        parts.append(f"valid keys here: {', '.join(map(str, parent.keys()))}")
+        keys = [str(k) for k in parent.keys() if k != "hydra"]
+        parts.append(f"valid keys here: {', '.join(keys)}")
     return "; ".join(p for p in parts if p) + "; check the key and its value (the script's docstring shows usage)"
 
 
@@ -85,7 +86,7 @@ def report(e: BaseException) -> None:
 
 
 def entry(config_path: str, config_name: str, also: tuple[type[BaseException], ...] = ()
-          ) -> Callable[[Callable[[Any], int | None]], Callable[[], NoReturn]]:
+          ) -> Callable[[Callable[[Any], int | None]], Callable[[], None]]:
     """`hydra.main` for automon's entry scripts, under the convention above.
 
         @entry(config_path="../conf", config_name="build")
@@ -99,7 +100,7 @@ def entry(config_path: str, config_name: str, also: tuple[type[BaseException], .
 
     caught = (UserError, *also)
 
-    def decorate(task: Callable[[Any], int | None]) -> Callable[[], NoReturn]:
+    def decorate(task: Callable[[Any], int | None]) -> Callable[[], None]:
         @functools.wraps(task)  # Hydra unwraps it to find the script (config_path is relative to it)
         def guarded(cfg) -> None:
             # Caught here, inside Hydra's job: an exception leaving the job makes Hydra print
@@ -109,12 +110,13 @@ def entry(config_path: str, config_name: str, also: tuple[type[BaseException], .
             except caught as e:
                 report(e)
                 status = USER_ERROR_STATUS
-            sys.exit(status or 0)
+            if status:  # only then: under --multirun, exiting would end the sweep after one job
+                sys.exit(status)
 
         hydra_main = hydra.main(config_path=config_path, config_name=config_name, version_base=None)(guarded)
 
         @functools.wraps(task)
-        def main() -> NoReturn:
+        def main() -> None:
             # Before the job, Hydra reports composition errors (bad override, unknown key or option)
             # in several lines with exit status 1, unless HYDRA_FULL_ERROR is set: then it raises them.
             previous = os.environ.get("HYDRA_FULL_ERROR")
@@ -129,7 +131,6 @@ def entry(config_path: str, config_name: str, also: tuple[type[BaseException], .
                     os.environ.pop("HYDRA_FULL_ERROR", None)
                 else:
                     os.environ["HYDRA_FULL_ERROR"] = previous
-            sys.exit(0)  # --help, --cfg and the like return without running the job
 
         return main
 
