@@ -316,6 +316,8 @@ def test_an_unwritable_out_fails_before_any_work(root, tmp_path, caplog):
     blocker.write_text("x")
     msg = fails(root, tmp_path, caplog, out=blocker / "sub" / "b")
     assert "cannot create the directory for out=" in msg and "choose an out=" in msg
+    msg = fails(root, tmp_path, caplog, out=blocker / "b")
+    assert f"cannot write in {blocker}: Not a directory" in msg
     if os.geteuid() != 0:  # root writes anywhere
         ro = tmp_path / "ro"
         ro.mkdir()

@@ -134,9 +134,9 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
                 continue
         else:  # pragma: no cover - needs three lost races in a row
             raise OutDirError(f"could not claim a temp dir beside {out}", str(out.parent), "rerun the build")
-    except PermissionError as e:
+    except OSError as e:  # not writable, not a directory, read-only file system, no space...
         _rmdirs(created)
-        raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", e.filename, fix) from e
+        raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", f"out={out}", fix) from e
     except BaseException:
         _rmdirs(created)
         raise

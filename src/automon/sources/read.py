@@ -163,7 +163,7 @@ def _check(spec: SourceSpec, rec: Any) -> str | None:
         want = spec.types.get(k, "str")
         if not _has_type(rec[k], want):
             wanted = " or ".join(_TYPE_NAMES[t] for t in want.split("|"))
-            return f"field {k!r} must be {wanted}, got {type(rec[k]).__name__} {str(rec[k])[:60]!r}"
+            return f"field {k!r} must be {wanted}, got {type(rec[k]).__name__} {repr(rec[k])[:60]}"
     if spec.id_field and not re.fullmatch(spec.id_pattern, str(rec[spec.id_field])):
         return (f"{spec.id_field} {rec[spec.id_field]!r} is not a {spec.name} id "
                 f"(ids have the form {spec.id_pattern})")
