@@ -135,39 +135,44 @@ def _records(spec: SourceSpec, path: Path, data: bytes) -> Iterator[tuple[int, A
         raise SourceError(f"source {spec.name}: unknown format {spec.fmt}")
 
 
-_TYPE_NAMES = {"str": "a string", "int": "an integer", "dict": "an object", "list[str]": "a list of strings"}
+_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "dict": ("an object", lambda v: isinstance(v, dict)),
+    "list[str]": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+}
 
 
-def _has_type(value: Any, want: str) -> bool:
-    for alt in want.split("|"):
-        if alt == "str" and isinstance(value, str):
-            return True
-        if alt == "int" and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if alt == "dict" and isinstance(value, dict):
-            return True
-        if alt == "list[str]" and isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return True
-    return False
+class _Checks:
+    """The per-row checks of one source, prepared once: every source row passes through them."""
 
+    def __init__(self, spec: SourceSpec):
+        self.spec = spec
+        self.fields = []
+        for k in spec.required:
+            alts = spec.types.get(k, "str").split("|")
+            preds = tuple(_TYPES[t][1] for t in alts)
+            pred = preds[0] if len(preds) == 1 else (lambda v, ps=preds: any(p(v) for p in ps))
+            self.fields.append((k, pred, " or ".join(_TYPES[t][0] for t in alts)))
+        self.id_re = re.compile(spec.id_pattern) if spec.id_field else None
 
-def _check(spec: SourceSpec, rec: Any) -> str | None:
-    if isinstance(rec, Exception):
-        return f"unparseable: {rec}"
-    if not isinstance(rec, dict):
-        return f"expected an object, got {type(rec).__name__}"
-    missing = [k for k in spec.required if k not in rec or rec[k] is None]
-    if missing:
-        return f"missing field(s) {missing}"
-    for k in spec.required:
-        want = spec.types.get(k, "str")
-        if not _has_type(rec[k], want):
-            wanted = " or ".join(_TYPE_NAMES[t] for t in want.split("|"))
-            return f"field {k!r} must be {wanted}, got {type(rec[k]).__name__} {repr(rec[k])[:60]}"
-    if spec.id_field and not re.fullmatch(spec.id_pattern, str(rec[spec.id_field])):
-        return (f"{spec.id_field} {rec[spec.id_field]!r} is not a {spec.name} id "
-                f"(ids have the form {spec.id_pattern})")
-    return None
+    def __call__(self, rec: Any) -> str | None:
+        """None for a good record, else what is wrong with it."""
+        if isinstance(rec, Exception):
+            return f"unparseable: {rec}"
+        if not isinstance(rec, dict):
+            return f"expected an object, got {type(rec).__name__}"
+        for k, pred, wanted in self.fields:
+            v = rec.get(k)
+            if v is None:
+                return f"missing field(s) {[k for k, _, _ in self.fields if rec.get(k) is None]}"
+            if not pred(v):
+                return f"field {k!r} must be {wanted}, got {type(v).__name__} {repr(v)[:60]}"
+        if self.id_re is not None:
+            v = rec[self.spec.id_field]
+            if not self.id_re.fullmatch(str(v)):
+                return f"{self.spec.id_field} {v!r} is not a {self.spec.name} id (ids have the form {self.spec.id_pattern})"
+        return None
 
 
 def read_source(name: str, root: str | Path | None, on_malformed: str = "stop",
@@ -187,10 +192,11 @@ def read_source(name: str, root: str | Path | None, on_malformed: str = "stop",
         raise SourceError(f"sources.on_malformed={on_malformed!r} is not a valid value", "sources.on_malformed",
                           f"use one of: {', '.join(ON_MALFORMED)}")
     spec = _spec(name)
+    check = _Checks(spec)
     seen: dict[Any, str] = {}
 
     def ok(file: str, line: int, rec: Any) -> bool:
-        why = _check(spec, rec)
+        why = check(rec)
         if why is None and spec.id_field:
             first = seen.setdefault(rec[spec.id_field], f"{file}:{line}")
             if first != f"{file}:{line}":
