@@ -198,8 +198,10 @@ def check_config(cfg) -> None:
     one_of("sources.on_malformed", cfg.sources.on_malformed, ON_MALFORMED, BuildError)
     one_of("sources.on_checksum", cfg.sources.on_checksum, ON_MISMATCH, BuildError)
     one_of("disjoint.on_conflict", cfg.disjoint.on_conflict, ("drop", "fail"), BuildError)
-    for name in cfg.sources.revisions:
-        one_of("a key of sources.revisions", name, SOURCES, BuildError)
+    unknown = [name for name in cfg.sources.revisions if name not in SOURCES]
+    if unknown:
+        raise BuildError(f"sources.revisions names unknown source(s) {unknown}", "sources.revisions",
+                         f"use source names: {', '.join(SOURCES)}")
     for s in cfg.subsets:
         at_least(f"test.{s}", getattr(cfg.test, s), 0, BuildError)
     at_least("train_variants", cfg.train_variants, 1, BuildError)
@@ -213,10 +215,10 @@ def check_config(cfg) -> None:
     if "sg_code" in cfg.subsets:
         from automon.config.sg_code import STRATEGIES
 
-        if not cfg.sg_code.strategies:
-            raise BuildError("sg_code.strategies is empty", "sg_code.strategies", f"name some of: {', '.join(STRATEGIES)}")
-        for strategy in cfg.sg_code.strategies:
-            one_of("an entry of sg_code.strategies", strategy, STRATEGIES, BuildError)
+        unknown = [s for s in cfg.sg_code.strategies if s not in STRATEGIES]
+        if unknown or not cfg.sg_code.strategies:
+            raise BuildError(f"sg_code.strategies={list(cfg.sg_code.strategies)} is empty or names unknown strategies "
+                             f"{unknown}", "sg_code.strategies", f"name some of: {', '.join(STRATEGIES)}")
         for key in ("visible_tests", "train_strategies_per_item", "workers", "memory_mb"):
             at_least(f"sg_code.{key}", getattr(cfg.sg_code, key), 1, BuildError)
         if cfg.sg_code.timeout_s <= 0:
