@@ -8,6 +8,7 @@ tests run data_build/build.py itself to check the single line, the exit status a
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import logging
@@ -327,6 +328,17 @@ def test_an_unwritable_out_fails_before_any_work(root, tmp_path, caplog):
     deep = tmp_path / "new" / "deeper" / "b"
     fails(root, tmp_path, caplog, out=deep)
     assert not (tmp_path / "new").exists(), "a failed build removes the parent dirs it created"
+
+
+def test_a_full_disk_while_writing_is_one_error_and_leaves_nothing(synth, tmp_path, monkeypatch):
+    import automon.data.io as io
+
+    def full(path, samples):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    monkeypatch.setattr(io, "write_jsonl", full)
+    with pytest.raises(BuildError, match=r"cannot write the build: No space left on device \(.*test\.jsonl\); free"):
+        run_build(_cfg(synth, tmp_path / "b", "subsets=[safety_qa]"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_overwrite_refuses_a_directory_that_is_not_a_build(root, tmp_path, caplog):

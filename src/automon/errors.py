@@ -79,9 +79,11 @@ def _hydra_line(e: Exception) -> str:
 
 def report(e: BaseException) -> None:
     """The one-line report of a user error (preceded by its traceback under AUTOMON_DEBUG=1)."""
+    from hydra.errors import HydraException
+
     if debug():
         traceback.print_exception(type(e), e, e.__traceback__)
-    msg = str(e) if isinstance(e, UserError) else _hydra_line(e)  # type: ignore[arg-type]
+    msg = _hydra_line(e) if isinstance(e, HydraException) else str(e)
     print(f"error: {one_line(msg)}", file=sys.stderr, flush=True)
 
 
