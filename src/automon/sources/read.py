@@ -171,7 +171,8 @@ class _Checks:
         if self.id_re is not None:
             v = rec[self.spec.id_field]
             if not self.id_re.fullmatch(str(v)):
-                return f"{self.spec.id_field} {v!r} is not a {self.spec.name} id (ids have the form {self.spec.id_pattern})"
+                return (f"{self.spec.id_field} {v!r} is not a {self.spec.name} id "
+                        f"(ids have the form {self.spec.id_pattern})")
         return None
 
 
