@@ -17,15 +17,14 @@ Exit status: 0 done, 2 a problem to fix (message on stderr), 128+signal stopped.
 import sys
 from pathlib import Path
 
-import hydra
-
 from automon.config.pipeline import register
+from automon.errors import entry
 from automon.pipeline import run
 
 register()
 
 
-@hydra.main(config_path="conf", config_name="pipeline", version_base=None)
+@entry(config_path="conf", config_name="pipeline")
 def main(cfg) -> None:
     status = run(cfg, Path(__file__).resolve().parent)
     if status:

@@ -12,15 +12,14 @@ Outputs and settings: docs/evaluation.md.
 
 import sys
 
-import hydra
-
 from automon.config.eval import register
+from automon.errors import entry
 from automon.evaluation import USER_ERRORS, run
 
 register()
 
 
-@hydra.main(config_path="../conf", config_name="holdout", version_base=None)
+@entry(config_path="../conf", config_name="holdout", also=USER_ERRORS)
 def main(cfg) -> None:
     try:
         run(cfg)

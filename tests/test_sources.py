@@ -51,7 +51,7 @@ def test_malformed_rows_name_file_and_line(synth, tmp_path):
     good = json.dumps({"prompt_list": ["x"], "high_reward_answer": "A", "other_answers": ["B"]})
     (p / "sycophancy_fact.jsonl").write_text(f"{good}\n{json.dumps({'prompt_list': ['y']})}\n{good}\n")
     root = tmp_path / "rh"
-    with pytest.raises(SourceError, match=r"sycophancy_fact\.jsonl:2: .*missing field"):
+    with pytest.raises(SourceError, match=r"missing field.*sycophancy_fact\.jsonl:2\)"):
         list(read_source("rh_sycophancy_fact", root))
     counts: dict = {}
     assert len(list(read_source("rh_sycophancy_fact", root, "skip", counts))) == 2

@@ -14,16 +14,15 @@ Exit status: 0 done, 2 a problem to fix (message on stderr), 128+signal stopped 
 import sys
 from pathlib import Path
 
-import hydra
-
 from automon.config.train import register
+from automon.errors import entry
 from automon.training import USER_ERRORS, run
 from automon.training.cli import preflight_or_exit, report
 
 register()
 
 
-@hydra.main(config_path="../conf", config_name="sft", version_base=None)
+@entry(config_path="../conf", config_name="sft", also=USER_ERRORS)
 def main(cfg) -> None:
     try:
         status = run(cfg)

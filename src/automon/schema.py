@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from automon.errors import UserError
 # SUBSETS: subset -> (category, task) in the canonical report order, with the category and task
 # vocabularies; derived from the subset registry, the one place a subset is declared.
 from automon.subsets import CATEGORIES, SUBSETS, TASKS  # noqa: F401  (re-exported)
@@ -18,7 +19,7 @@ FIELDS = ("id", "pair_id", "split", "category", "task", "subset", "source", "req
           "label", "evidence", "meta")
 
 
-class SampleError(ValueError):
+class SampleError(UserError, ValueError):
     """A record that breaks the Sample contract."""
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Dict, List, Optional
 
@@ -19,6 +18,12 @@ class SourcesConfig:
     root: Optional[str] = None
     # stop: fail at the first malformed row (naming file and line); skip: skip and count it.
     on_malformed: str = "stop"
+    # sha256sum list the local source files are checked against; null: SHA256SUMS in sources.root,
+    # else beside it, if there is one.
+    checksums: Optional[str] = None
+    # fail: stop when a source file differs from the list or is not in it; warn: log it and go on.
+    # The manifest records the list, this setting and every difference.
+    on_checksum: str = "fail"
     # Hub revisions (commit sha or tag) per source name, e.g. {gsm8k: <sha>}; unset = "main".
     revisions: Dict[str, str] = field(default_factory=dict)
 
@@ -26,7 +31,7 @@ class SourcesConfig:
 def test_sizes_schema() -> type:
     """The `test` node: test pairs per subset (samples = 2 x pairs), one int field per registered
     subset with the registry's default, so `test.<typo>=6` and `test.safety_qa=six` fail when the
-    config is composed (see `preflight` for the message naming the subsets)."""
+    config is composed (automon.errors.entry names the valid subsets on the command line)."""
     return make_dataclass("TestSizes", [(s.name, int, field(default=s.test_pairs)) for s in subset_specs()])
 
 
@@ -83,27 +88,6 @@ def build_schema() -> type:
         return BuildConfig
     # Redefining `test` in a subclass keeps its place in the field order (and in the manifest).
     return make_dataclass("BuildConfig", [("test", sizes, field(default_factory=sizes))], bases=(BuildConfig,))
-
-
-def preflight(argv: list[str]) -> list[str]:
-    """Problems with `test.<name>=` overrides on a command line (empty = fine). Hydra would reject a
-    typo too, but only as "Key 'x' not in 'TestSizes'"; this names the valid subsets."""
-    problems, valid = [], subset_names()
-    for arg in argv:
-        key, eq, _ = arg.partition("=")
-        key = key.lstrip("+~")
-        if eq and key.startswith("test.") and key[len("test."):] not in valid:
-            problems.append(f"{key}: unknown subset {key[len('test.'):]!r}; valid subsets: {', '.join(valid)} "
-                            f"(e.g. test.{valid[0]}=6)")
-    return problems
-
-
-def preflight_or_exit(argv: list[str]) -> None:
-    problems = preflight(argv)
-    for p in problems:
-        print(f"error: {p}", file=sys.stderr)
-    if problems:
-        sys.exit(2)
 
 
 def register(cs: ConfigStore | None = None) -> None:

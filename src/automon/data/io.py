@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -12,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from automon.errors import UserError
 from automon.schema import Sample, read_samples
 
 BUILD_FORMAT = "automon-build-v1"
 BUILD_COMMAND = "python data_build/build.py sources.root=../shared/data/raw out={out}"
 
 
-class BuildNotFound(FileNotFoundError):
-    pass
+class BuildNotFound(UserError, FileNotFoundError):
+    """No complete data build where one was expected; the message gives the command that makes one."""
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -34,29 +36,141 @@ def json_dumps_stable(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+class OutDirError(UserError):
+    """The output directory cannot be created, replaced or written."""
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _leftovers(out: Path) -> list[Path]:
+    """Temp dirs of earlier builds of `out` (hidden, beside it)."""
+    if not out.parent.is_dir():
+        return []
+    return sorted(p for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*") for p in out.parent.glob(pattern))
+
+
+def _lock(d: Path) -> int:
+    """Hold an exclusive lock on dir `d` while this process lives (the kernel drops it on any exit)."""
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def clean_leftovers(out: Path) -> list[Path]:
+    """Remove what killed builds of `out` left beside it; returns what was removed.
+
+    A running build holds a lock on its temp dir; an unlocked one belongs to a build that died. If a
+    build died between moving the old `out` aside and moving the new one in, the old one is put back.
+    """
+    removed = []
+    for d in _leftovers(out):
+        try:
+            fd = _lock(d)
+        except BlockingIOError:
+            raise OutDirError(f"another build is writing {out} right now", str(d),
+                              "wait for it to finish, or choose another out=") from None
+        except FileNotFoundError:
+            continue  # its build just finished and removed it
+        try:
+            if d.name.startswith(f".{out.name}.old-") and (d / "d").is_dir() and not out.exists():
+                os.replace(d / "d", out)
+            shutil.rmtree(d)
+            removed.append(d)
+        except OSError as e:
+            raise OutDirError(f"cannot remove {d}, left by a killed build of {out}: {e.strerror}", e.filename,
+                              "remove it by hand") from e
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _mkdirs(path: Path) -> list[Path]:
+    """mkdir -p that returns the directories it created (outermost first)."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir(mode=0o777)
+    return list(reversed(missing))
+
+
 @contextmanager
 def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temp dir beside `out`; on success it replaces `out` in one rename, else vanishes.
 
-    Readers therefore see the previous complete build or the new complete build, never half.
+    Readers therefore see the previous complete build or the new complete build, never half. Enter
+    it before any work: it checks that `out` can be written, and removes what killed builds of
+    `out` left behind. Directories follow the umask (mkdtemp alone would make them drwx------).
     """
     out = Path(out)
+    clean_leftovers(out)
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} already exists; pass overwrite=true to replace it, or choose another out=")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        raise OutDirError(f"{out} already exists", None, "pass overwrite=true to replace it, or choose another out=")
+    if out.exists() and not out.is_dir():
+        raise OutDirError(f"{out} exists and is not a directory", None, "choose another out=")
+    fix = "choose an out= in a directory you can write to"
     try:
+        created = _mkdirs(out.parent)
+    except OSError as e:
+        raise OutDirError(f"cannot create the directory for out={out}: {e.strerror}", e.filename, fix) from e
+    try:
+        mode = 0o777 & ~_umask()
+        for _ in range(3):
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+            try:
+                fd = _lock(tmp)
+                break
+            except FileNotFoundError:  # a concurrent cleaner took it before we locked it
+                continue
+        else:  # pragma: no cover - needs three lost races in a row
+            raise OutDirError(f"could not claim a temp dir beside {out}", str(out.parent), "rerun the build")
+    except OSError as e:  # not writable, not a directory, read-only file system, no space...
+        _rmdirs(created)
+        raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", f"out={out}", fix) from e
+    except BaseException:
+        _rmdirs(created)
+        raise
+    published = False
+    try:
+        os.chmod(tmp, mode)
         yield tmp
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "d")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
+            old_fd = _lock(old)  # a concurrent clean_leftovers must not take it for a dead build's
+            try:
+                os.replace(out, old / "d")
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            finally:
+                os.close(old_fd)
         else:
             os.replace(tmp, out)
+        published = True
     finally:
+        os.close(fd)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if not published:
+            _rmdirs(created)
+
+
+def _rmdirs(created: list[Path]) -> None:
+    """Remove the (still empty) parent directories a failed build created."""
+    for d in reversed(created):
+        try:
+            d.rmdir()
+        except OSError:
+            break
 
 
 def write_jsonl(path: Path, samples: list[Sample]) -> None:
@@ -100,23 +214,30 @@ def write_build(out: Path, train: list[Sample], test: list[Sample], manifest: di
     `before_commit(tmp_dir)` runs on the finished files before they become visible at `out`;
     if it raises, nothing is published.
     """
-    manifest = dict(manifest)
-    manifest["format"] = BUILD_FORMAT
     with atomic_dir(out, overwrite=overwrite) as tmp:
-        files = {}
-        for split, samples in (("test", test), ("train", train)):
-            for s in samples:
-                if s.split != split:
-                    raise ValueError(f"sample {s.id} has split {s.split!r} but is being written to {split}")
-            write_jsonl(tmp / f"{split}.jsonl", samples)
-            files[f"{split}.jsonl"] = sha256_file(tmp / f"{split}.jsonl")
-        manifest["files"] = files
-        manifest["counts"] = count_samples(train + test)
-        (tmp / "manifest.json").write_text(json_dumps_stable(manifest), encoding="utf-8")
-        for name, text in (extra_files or {}).items():
-            (tmp / name).write_text(text if not callable(text) else text(manifest), encoding="utf-8")
+        manifest = write_build_files(tmp, train, test, manifest, extra_files)
         if before_commit is not None:
             before_commit(tmp)
+    return manifest
+
+
+def write_build_files(d: Path, train: list[Sample], test: list[Sample], manifest: dict,
+                      extra_files: dict[str, str] | None = None) -> dict:
+    """The build's files in directory `d` (a temp dir of atomic_dir); returns the full manifest."""
+    manifest = dict(manifest)
+    manifest["format"] = BUILD_FORMAT
+    files = {}
+    for split, samples in (("test", test), ("train", train)):
+        for s in samples:
+            if s.split != split:
+                raise ValueError(f"sample {s.id} has split {s.split!r} but is being written to {split}")
+        write_jsonl(d / f"{split}.jsonl", samples)
+        files[f"{split}.jsonl"] = sha256_file(d / f"{split}.jsonl")
+    manifest["files"] = files
+    manifest["counts"] = count_samples(train + test)
+    (d / "manifest.json").write_text(json_dumps_stable(manifest), encoding="utf-8")
+    for name, text in (extra_files or {}).items():
+        (d / name).write_text(text if not callable(text) else text(manifest), encoding="utf-8")
     return manifest
 
 
