@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipeline.py"
 SUBSETS = ("safety_qa", "safety_code", "syco_qa", "syco_reasoning", "sg_qa", "sg_code")
 SMOKE_TRAINED = ("safety_qa", "syco_qa", "sg_code")  # conf/experiment/smoke.yaml train.subsets
