@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import OmegaConf
-
 from automon.data.card import dataset_card
 from automon.data.disjoint import find_conflicts, verify_build
 from automon.data.io import write_build
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash
+from automon.data.status import config_identity, status
 from automon.schema import SUBSETS, Sample
 from automon.sources import SourceError, read_source, source_origin
 from automon.versions import code_version, library_versions
@@ -133,10 +132,6 @@ def select_test(items_by_subset: dict[str, list[Item]], sizes: dict[str, int], s
     return chosen
 
 
-def _plain(cfg) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
-
-
 def run_build(cfg) -> dict:
     """Build `cfg.out`; returns the manifest. Raises BuildError / SourceError with what to do."""
     t_start = time.perf_counter()
@@ -151,7 +146,8 @@ def run_build(cfg) -> dict:
                          "or leave it unset to read from the Hugging Face hub")
     out = Path(cfg.out)
     if out.exists() and not cfg.overwrite:
-        raise BuildError(f"{out} already exists; pass overwrite=true to replace it, or choose another out=")
+        st = status(cfg)  # the same answer pipeline.py acts on
+        raise BuildError(f"{out} already exists ({st}); pass overwrite=true to replace it, or choose another out=")
 
     items_by_subset: dict[str, list[Item]] = OrderedDict()
     for subset in SUBSETS:  # canonical order, whatever order the config lists them in
@@ -218,7 +214,7 @@ def run_build(cfg) -> dict:
         "libraries": library_versions(("datasketch", "numpy", "hydra-core", "omegaconf")),
         "seed": cfg.seed,
         # out/overwrite say where, not what: leave them out so two identical builds hash the same.
-        "config": {k: v for k, v in _plain(cfg).items() if k not in ("out", "overwrite")},
+        "config": config_identity(cfg),
         "sources": {name: source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name))
                     for name in sorted(ctx.sources_used)},
         "malformed_rows_skipped": dict(sorted(ctx.malformed.items())),
