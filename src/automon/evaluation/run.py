@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from automon.data.io import load_build
 from automon.config.eval import HoldoutConfig
+from automon.evaluation import status as eval_status
 from automon.evaluation.cache import PredictionCache
 from automon.evaluation.errors import EvalError
 from automon.evaluation.fewshot import select_shots
@@ -165,6 +166,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     tm["data_s"] += time.perf_counter() - t0
     out_dir = Path(c.output_dir) if c.output_dir else default_output_dir(c, monitors)
     out_dir.mkdir(parents=True, exist_ok=True)
+    eval_status.forget(out_dir)  # the outputs are not current again until they are all rewritten
     cache_root = Path(c.cache_dir) if c.cache_dir else out_dir / "cache"
     (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
 
@@ -255,11 +257,12 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     t0 = time.perf_counter()
     from automon.evaluation.outputs import write_outputs
 
-    write_outputs(c, out_dir, monitors, preds, docs, kind)
+    written = write_outputs(c, out_dir, monitors, preds, docs, kind)
     tm["report_s"] += time.perf_counter() - t0
     tm["total_s"] = time.perf_counter() - t_start
     tm["harness_s"] = tm["total_s"] - tm.get("model_s", 0.0) - tm.get("load_s", 0.0)
     (out_dir / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
+    eval_status.record(out_dir, eval_status.identity(c, monitors, build.manifest_hash), written)
     return EvalResult(output_dir=out_dir, monitors=monitors, metrics=docs, predictions=preds,
                       timings=dict(tm), n_computed=len(todo), n_cached=n_cached)
 
