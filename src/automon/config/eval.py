@@ -65,6 +65,11 @@ class HoldoutConfig:
     # Null: <output_dir>/cache. Point several evaluations at one directory to share predictions.
     cache_dir: Optional[str] = None
     progress: bool = True
+    # Requests the backend failed on (errors after its retries, e.g. a server that went away) are
+    # not cached and are retried by the next run. Above this share of a monitor's requests the
+    # evaluation is incomplete: its report says so, it never replaces a complete earlier one, and
+    # eval/holdout.py exits 2.
+    max_failed_share: float = 0.05
 
     def __post_init__(self) -> None:
         b = self.backend
@@ -80,6 +85,8 @@ class HoldoutConfig:
             raise ConfigError("give either adapter=<dir> or sweep_dir=<dir>, not both")
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"threshold={self.threshold} must lie in [0, 1]")
+        if not 0.0 <= self.max_failed_share <= 1.0:
+            raise ConfigError(f"max_failed_share={self.max_failed_share} must lie in [0, 1]")
         if self.shots < 0:
             raise ConfigError(f"shots={self.shots} must be >= 0")
         if self.prompt.name not in PROMPT_NAMES:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from automon.data.io import load_build
+from automon.data.io import ensure_writable_dir, load_build
 from automon.config.train import SFTConfig
 from automon.prompts import FIT_VERSION, PROMPT_NAMES
 from automon.training import rundir as rd
@@ -45,6 +45,9 @@ def validate(c: SFTConfig) -> None:
         (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
         (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
         (t.grad_accum >= 1, f"train.grad_accum must be >= 1, got {t.grad_accum}"),
+        (t.max_steps == -1 or t.max_steps >= 1,
+         f"train.max_steps={t.max_steps} is out of range (train.max_steps); use -1 (train for train.epochs) "
+         "or a number of optimizer steps >= 1"),
         (t.max_steps > 0 or t.epochs > 0, "set train.epochs > 0 or train.max_steps > 0"),
         (256 <= t.max_seq_length, f"train.max_seq_length must be >= 256, got {t.max_seq_length}"),
         (t.lora.r >= 1 and t.lora.alpha > 0, f"train.lora.r must be >= 1 and alpha > 0, got {t.lora.r}/{t.lora.alpha}"),
@@ -143,7 +146,9 @@ def run(cfg: Any) -> int:
     label = rd.subset_label(subsets)
     run_dir = run_dir_for(c, label)
     resolved["output_dir"] = str(run_dir)
-    build = load_build(c.data.dir)
+    # Cheap checks before the model loads: the run dir can be written, the data is what the build wrote.
+    ensure_writable_dir(run_dir, "output_dir")
+    build = load_build(c.data.dir, verify=("train",))
 
     prev = None
     if not c.overwrite:
