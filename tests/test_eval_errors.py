@@ -109,7 +109,8 @@ def test_failed_requests_mark_the_report_incomplete_are_retried_and_never_replac
         tmp_path, build, server):
     out = tmp_path / "o"
     c = compose(_openai(build, out, server.url))
-    with pytest.raises(IncompleteEvaluation, match=r"(\d+) of \1 requests to backend=openai failed.*HTTP 500"):
+    failed = r"(\d+) of \1 requests to backend=openai failed; monitor base \(\1/\1\) is over max_failed_share=0.05"
+    with pytest.raises(IncompleteEvaluation, match=failed + ".*HTTP 500"):
         evaluate(c)
     n = server.requests
     doc = json.loads((out / "metrics.json").read_text())

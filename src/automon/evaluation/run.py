@@ -256,6 +256,9 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     from automon.evaluation.outputs import write_outputs
 
     summary = request_summary([r for rows in preds.values() for r in rows], c.max_failed_share)
+    # Per monitor: one adapter the server does not know fails all its requests, however many others a
+    # sweep has.
+    summary["complete"] = all(d["requests"]["complete"] for d in docs.values())
     earlier = earlier_failures(out_dir, build.manifest_hash, len(test), c)
     kept = earlier is not None and earlier < summary["failed"]
     if kept:
@@ -273,8 +276,9 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
         where = (f"{out_dir}: the earlier results there, with fewer failures, were kept" if kept
                  else f"{out_dir}/report.md, marked incomplete")
         raise IncompleteEvaluation(
-            f"{summary['failed']} of {summary['n']} requests to backend={c.backend.name} failed, more than "
-            f"max_failed_share={c.max_failed_share} (first error: {summary['first_error']})", where,
+            f"{summary['failed']} of {summary['n']} requests to backend={c.backend.name} failed; {_worst(docs)} "
+            f"is over max_failed_share={c.max_failed_share} (first error: {summary['first_error']})",
+            where,
             "fix the backend (is the server up? backend.base_url?) and rerun the same command: failed "
             "requests are not cached and are sent again, answered ones come from the cache")
     return EvalResult(output_dir=out_dir, monitors=monitors, metrics=docs, predictions=preds,
@@ -289,6 +293,12 @@ def request_summary(rows: Sequence[dict], max_failed_share: float) -> dict[str, 
     return {"n": n, "failed": len(errors), "failed_share": round(len(errors) / n, 6) if n else 0.0,
             "max_failed_share": max_failed_share, "complete": len(errors) <= max_failed_share * n,
             "first_error": errors[0][:300] if errors else None}
+
+
+def _worst(docs: dict[str, dict]) -> str:
+    """'monitor' (failed/n) with the largest share of failed requests, for the error line."""
+    name, d = max(docs.items(), key=lambda kv: kv[1]["requests"]["failed_share"])
+    return f"monitor {name} ({d['requests']['failed']}/{d['requests']['n']})"
 
 
 def earlier_failures(out_dir: Path, manifest_hash: str, n_test: int, c: HoldoutConfig) -> int | None:
