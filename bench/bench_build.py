@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "build.json"))
     args = ap.parse_args()
 
-    from _build_fixtures import RAW, build_cfg
+    from support import RAW, build_cfg
     from automon.data.pipeline import run_build
     from automon.sources.synthetic import write_synthetic_root
     from automon.subsets import names

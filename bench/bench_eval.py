@@ -72,7 +72,7 @@ def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
 
 def tiny_adapter(out: Path) -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from _eval_fixtures import make_adapter
+    from support import make_adapter
 
     return make_adapter(out, subset="safety_code")
 

@@ -1,7 +1,9 @@
 """Schema of conf/pipeline.yaml (pipeline.py): build -> train every subset -> held-out matrix -> report.
 
-The pipeline runs each stage as a subprocess of its own command line (data_build/build.py,
-train/sft.py, eval/holdout.py) and skips a stage whose outputs are complete and current.
+The pipeline composes each stage's config from the overrides it derives from this one, asks the
+stage whether its output is current for that config, and runs each stage that is not as a
+subprocess of its own command line with the same overrides (data_build/build.py, train/sft.py,
+eval/holdout.py).
 `conf/experiment/<name>.yaml` fills this schema for one study (smoke: CPU in minutes; paper: the
 paper's sweep on one GPU machine). Unknown keys and typos fail at start-up.
 """

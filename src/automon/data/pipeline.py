@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import OmegaConf
-
 from automon.data.card import dataset_card
 from automon.data.disjoint import find_conflicts, verify_build
 from automon.data.io import atomic_dir, write_build_files
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash
 from automon.errors import UserError, at_least, one_of
+from automon.data.status import config_identity, status
 from automon.schema import SUBSETS, Sample
 from automon.subsets import SubsetSpec, specs
 from automon.sources import SOURCES, SourceError, read_source, source_origin
@@ -161,10 +160,6 @@ def select_test(items_by_subset: dict[str, list[Item]], sizes: dict[str, int], s
     return chosen
 
 
-def _plain(cfg) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
-
-
 def check_config(cfg) -> None:
     """Every config value the build can judge without reading anything (milliseconds)."""
     if not cfg.subsets:
@@ -241,7 +236,8 @@ def run_build(cfg) -> dict:
     ctx = BuildContext(cfg, checksums=_checksum_list(cfg))
     out = Path(cfg.out)
     if out.exists() and not cfg.overwrite:
-        raise BuildError(f"{out} already exists; pass overwrite=true to replace it, or choose another out=")
+        st = status(cfg)  # the same answer pipeline.py acts on
+        raise BuildError(f"{out} already exists ({st}); pass overwrite=true to replace it, or choose another out=")
     if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
         raise BuildError(f"out={out} is a directory with files but not a data build (no manifest.json)", None,
                          "refusing to replace it; choose another out=")
@@ -323,7 +319,7 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
         "libraries": library_versions(("datasketch", "numpy", "hydra-core", "omegaconf")),
         "seed": cfg.seed,
         # out/overwrite say where, not what: leave them out so two identical builds hash the same.
-        "config": {k: v for k, v in _plain(cfg).items() if k not in ("out", "overwrite")},
+        "config": config_identity(cfg),
         "sources": {name: source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name), ctx.digests)
                     for name in sorted(ctx.sources_used)},
         "source_checksums": {"list": str(ctx.checksums.path) if ctx.checksums else None,

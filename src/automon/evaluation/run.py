@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from automon.data.io import ensure_writable_dir, load_build
 from automon.config.eval import HoldoutConfig
+from automon.evaluation import status as eval_status
 from automon.evaluation.cache import PredictionCache
 from automon.evaluation.errors import EvalError, IncompleteEvaluation
 from automon.evaluation.fewshot import select_shots
@@ -266,12 +267,15 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
                     out_dir, earlier, summary["failed"])
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
+        eval_status.forget(out_dir)  # the outputs are not current again until they are all rewritten
         (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
-        write_outputs(c, out_dir, monitors, preds, docs, kind)
+        written = write_outputs(c, out_dir, monitors, preds, docs, kind)
     tm["report_s"] += time.perf_counter() - t0
     tm["total_s"] = time.perf_counter() - t_start
     tm["harness_s"] = tm["total_s"] - tm.get("model_s", 0.0) - tm.get("load_s", 0.0)
     (out_dir / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
+    if summary["complete"] and not kept:  # only complete outputs are current (pipeline.py skips them)
+        eval_status.record(out_dir, eval_status.identity(c, monitors, build.manifest_hash), written)
     if not summary["complete"]:
         where = (f"{out_dir}: the earlier results there, with fewer failures, were kept" if kept
                  else f"{out_dir}/report.md, marked incomplete")

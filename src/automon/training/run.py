@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from automon.data.io import ensure_writable_dir, load_build
+from automon.data.io import ensure_writable_dir
 from automon.config.train import SFTConfig
 from automon.prompts import FIT_VERSION, PROMPT_NAMES
+from automon.stage_status import Currency
 from automon.training import rundir as rd
 from automon.training.errors import RunDirConflict, TrainConfigError
+from automon.training.status import resolve, run_status
 
 log = logging.getLogger("automon.training")
 
@@ -140,24 +142,24 @@ def run(cfg: Any) -> int:
     SIGTERM/SIGUSR1 after saving a checkpoint. User errors raise TrainError / BuildNotFound /
     ModelLoadError (train/sft.py turns them into exit status 2)."""
     t0 = time.perf_counter()
-    c, resolved = _typed(cfg)
-    validate(c)
-    subsets = rd.subset_names(c.subset.include)
-    label = rd.subset_label(subsets)
-    run_dir = run_dir_for(c, label)
-    resolved["output_dir"] = str(run_dir)
+    r = resolve(cfg)
+    c, resolved, subsets, label, run_dir, build = r.cfg, r.resolved, r.subsets, r.label, r.run_dir, r.build
     # Cheap checks before the model loads: the run dir can be written, the data is what the build wrote.
     ensure_writable_dir(run_dir, "output_dir")
-    build = load_build(c.data.dir, verify=("train",))
+    build.verify("train")
 
     prev = None
     if not c.overwrite:
-        prev = rd.check_existing(run_dir, resolved, build.manifest_hash, str(build.path))
-        adapter_dir = run_dir / "adapter"
-        if prev and prev.get("status") == "complete" and (adapter_dir / "automon_adapter.json").exists():
-            print(f"{run_dir} is already complete (adapter at {adapter_dir}); nothing to do. "
+        st = run_status(r)  # the same answer pipeline.py acts on
+        if st.state is Currency.STALE:
+            raise RunDirConflict(f"output dir {run_dir} {st.reason}. Rerunning resumes only the same config on "
+                                 f"the same data build: choose another output_dir=, or pass overwrite=true to "
+                                 f"delete {run_dir} and start again")
+        if st.current:
+            print(f"{run_dir} is already complete (adapter at {run_dir / 'adapter'}); nothing to do. "
                   "Pass overwrite=true to train again.", file=sys.stderr)
             return 0
+        prev = rd.read_run_info(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with _run_lock(run_dir):
         if c.overwrite:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from _build_fixtures import REPO, SMALL_TEST, build_cfg
+from support import REPO, SMALL_TEST, build_cfg
 from automon.data.io import _lock, sha256_file
 from automon.data.pipeline import BuildError, run_build
 from automon.errors import UserError

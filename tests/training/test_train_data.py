@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from _train_fixtures import make_samples, tiny_model_path, tiny_tok  # noqa: F401  (fixtures)
+from support import synthetic_samples
 
 from automon.prompts import answer_text, monitor_messages, prompt_budget, prompt_text
 from automon.prompts.render import SHORTEN_MARKER
@@ -29,7 +29,7 @@ def test_end_of_turn_token_is_im_end(tiny_tok):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_supervised_tokens_are_exactly_answer_plus_end_of_turn(tiny_tok, version):
-    samples = make_samples("train", per_subset=2)
+    samples = synthetic_samples("train", per_subset=2)
     builder = ExampleBuilder(tiny_tok, version, enable_thinking=False, max_seq_length=4096)
     examples, stats = builder.build_all(samples)
     assert stats.n == len(samples) == len(examples)
@@ -51,7 +51,7 @@ def test_supervised_tokens_are_exactly_answer_plus_end_of_turn(tiny_tok, version
 def test_training_prompt_is_byte_identical_to_evaluation_prompt(tiny_tok, version):
     """Evaluation renders prompt_text(tok, monitor_messages(sample, version), enable_thinking=False)."""
     builder = ExampleBuilder(tiny_tok, version, enable_thinking=False, max_seq_length=4096)
-    for s in make_samples("test", per_subset=2):
+    for s in synthetic_samples("test", per_subset=2):
         ex = builder.build(s)
         eval_prompt = prompt_text(tiny_tok, monitor_messages(s, version), enable_thinking=False)
         assert ex.prompt == eval_prompt
@@ -63,7 +63,7 @@ def test_training_prompt_is_byte_identical_to_evaluation_prompt(tiny_tok, versio
 
 
 def test_long_responses_are_shortened_in_the_middle_never_dropped(tiny_tok):
-    samples = make_samples("train", per_subset=4, long_every=3, long_words=2500)
+    samples = synthetic_samples("train", per_subset=4, long_every=3, long_words=2500)
     long_ids = {s.id for s in samples if "End of the response." in s.response}
     assert long_ids
     limit = 1100
@@ -89,7 +89,7 @@ def test_long_responses_are_shortened_in_the_middle_never_dropped(tiny_tok):
 
 
 def test_shortened_prompt_is_what_evaluation_renders_for_the_shortened_response(tiny_tok):
-    s = make_samples("train", per_subset=3, long_every=1, long_words=2000)[0]
+    s = synthetic_samples("train", per_subset=3, long_every=1, long_words=2000)[0]
     builder = ExampleBuilder(tiny_tok, "direct_v1", enable_thinking=False, max_seq_length=400)
     ex = builder.build(s)
     resp = ex.prompt.split("Assistant response:\n<<<\n", 1)[1].split("\n>>>\n\n", 1)[0]
@@ -97,7 +97,7 @@ def test_shortened_prompt_is_what_evaluation_renders_for_the_shortened_response(
 
 
 def test_over_long_request_is_shortened_too_and_counted(tiny_tok):
-    s = make_samples("train", per_subset=1)[0]
+    s = synthetic_samples("train", per_subset=1)[0]
     s = dataclasses.replace(s, request="please " * 3000, response=s.response + " filler" * 3000)
     builder = ExampleBuilder(tiny_tok, "direct_v1", enable_thinking=False, max_seq_length=512)
     examples, stats = builder.build_all([s])
@@ -112,7 +112,7 @@ def test_over_long_request_is_shortened_too_and_counted(tiny_tok):
     ("evidence_v1", 400, "the evidence_v1 prompt reserves 512 tokens for its answer"),
 ])
 def test_max_seq_length_too_small_for_the_template_is_a_clear_error(tiny_tok, prompt, limit, why):
-    s = make_samples("train", per_subset=1)[0]
+    s = synthetic_samples("train", per_subset=1)[0]
     s = dataclasses.replace(s, response=s.response + " filler" * 500)
     builder = ExampleBuilder(tiny_tok, prompt, enable_thinking=False, max_seq_length=limit)
     with pytest.raises(TrainConfigError, match=f"train.max_seq_length={limit} is too small: .*{why}"):
@@ -121,7 +121,7 @@ def test_max_seq_length_too_small_for_the_template_is_a_clear_error(tiny_tok, pr
 
 def test_answer_longer_than_the_prompts_answer_reserve_is_a_clear_error(tiny_tok):
     """Prompts get max_seq_length - answer_reserve; an answer beyond the reserve could overrun the limit."""
-    s = next(x for x in make_samples("train", per_subset=1) if x.label == 1)
+    s = next(x for x in synthetic_samples("train", per_subset=1) if x.label == 1)
     # Three quotes of 400 rare characters (several tokens each): far more than the 512-token reserve.
     s = dataclasses.replace(s, evidence=["\U0001f99c\u0b8a" * 200] * 3)
     builder = ExampleBuilder(tiny_tok, "evidence_v1", enable_thinking=False, max_seq_length=4096)
@@ -131,7 +131,7 @@ def test_answer_longer_than_the_prompts_answer_reserve_is_a_clear_error(tiny_tok
 
 
 def test_select_samples_filters_subsets_and_rejects_unknown():
-    samples = make_samples("train", per_subset=2)
+    samples = synthetic_samples("train", per_subset=2)
     got = select_samples(samples, ["safety_qa", "sg_code"])
     assert {s.subset for s in got} == {"safety_qa", "sg_code"} and len(got) == 4
     with pytest.raises(TrainConfigError, match="valid: safety_qa"):
@@ -147,7 +147,7 @@ def test_trl_keeps_every_example_and_label_untouched(tiny_model_path, tiny_tok):
     from automon.training.sft_args import make_sft_args
     from automon.training.trainers import SeededLengthGroupedSampler, make_trainer_class
 
-    samples = make_samples("train", per_subset=2, long_every=2, long_words=1500)
+    samples = synthetic_samples("train", per_subset=2, long_every=2, long_words=1500)
     builder = ExampleBuilder(tiny_tok, "direct_v1", False, 512)
     examples, _ = builder.build_all(samples)
     dataset, stats, first = builder.build_dataset(samples, batch=5)   # what run() trains on, in chunks
@@ -187,7 +187,7 @@ def test_label_position_loss_equals_the_standard_causal_lm_loss(tiny_model_path,
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
     for p in model.parameters():  # make the logits non-uniform so the comparison means something
         p.data.add_(torch.randn_like(p) * 0.05)
-    samples = make_samples("train", per_subset=1)
+    samples = synthetic_samples("train", per_subset=1)
     examples, _ = ExampleBuilder(tiny_tok, "evidence_v1", False, 4096).build_all(samples)
     batch = DataCollatorForLanguageModeling(pad_token_id=tiny_tok.pad_token_id)(
         [{"input_ids": e.input_ids, "labels": e.labels} for e in examples])

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from _eval_fixtures import make_adapter, synthetic_samples, tiny_path
+from support import make_adapter, synthetic_split, tiny_path
 from automon.config.common import ModelConfig
 from automon.judges.base import AnswerTokens, JudgeRequest, LoraAdapter, verdict_position
 from automon.judges.hf import HFConfig, HFJudge, _VerdictRecorder, plan_batches
@@ -25,7 +25,7 @@ def tok():
 
 @pytest.fixture(scope="module")
 def prompts(tok):
-    _, test = synthetic_samples(pairs_per_subset=1, long_every=3, long_words=120)
+    _, test = synthetic_split(pairs_per_subset=1, long_every=3, long_words=120)
     return [prompt_text(tok, monitor_messages(s, "direct_v1")) for s in test[:7]]
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from _build_fixtures import RAW, needs_raw
+from support import RAW, needs_raw
 from automon.sources import SOURCES, SourceError, read_source
 from automon.sources.read import _iter_hub, local_files
 from automon.sources.registry import _mmlu_from_hub, _truthfulqa_from_hub

@@ -6,7 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from _train_fixtures import REPO, run_sft
+from support import REPO, run_sft
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -28,17 +28,6 @@ def _compose(*overrides: str):
 
 def _typed(*overrides: str) -> SFTConfig:
     return OmegaConf.to_object(_compose(*overrides))
-
-
-def test_defaults():
-    c = _typed()
-    assert rd.subset_names(c.subset.include) == ["safety_code"]
-    assert c.model.name == "qwen3_4b_instruct_2507" and c.prompt.name == "direct_v1"
-    assert c.trainer.name == "auto" and c.data.dir == "data/builds/v1"
-    t = c.train
-    assert (t.lora.r, t.lora.alpha, t.lr, t.epochs, t.batch_size * t.grad_accum, t.max_seq_length) == \
-        (32, 32, 1e-4, 3.0, 16, 32768)
-    assert run_dir_for(c, "safety_code") == Path("runs/safety_code__qwen3_4b_instruct_2507__direct_v1__seed0")
 
 
 def test_every_group_option_composes_and_validates():

@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 import pytest
-from _eval_fixtures import CONF, compose, cpu_overrides, make_build
+from support import CONF, compose, cpu_overrides, make_build
 
 from automon.data.io import load_build
 from automon.evaluation import evaluate

@@ -18,7 +18,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError
 
-from _eval_fixtures import CONF, compose, make_build
+from support import CONF, compose, make_build
 from automon.evaluation.monitors import Monitor
 from automon.evaluation.run import cache_key
 from automon.judges import BACKENDS, BackendConfig, JudgeResult, JudgeTiming

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from _build_fixtures import SMALL_TEST, build_cfg
+from support import SMALL_TEST, build_cfg
 from automon.data.disjoint import verify_build
 from automon.data.io import load_build
 from automon.data.pipeline import BuildError, run_build

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from _train_fixtures import run_sft, tiny_overrides, write_small_build
+from support import make_build, run_sft, tiny_overrides
 from automon.data.io import BuildChanged, load_build, sha256_file
 
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
-    return write_small_build(tmp_path_factory.mktemp("b") / "build", per_subset=2, long_every=0)
+    return make_build(tmp_path_factory.mktemp("b") / "build", pairs_per_subset=1, train_per_subset=2)
 
 
 def _one_line_error(r, *needles: str, first: bool = True) -> str:

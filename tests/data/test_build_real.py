@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from _build_fixtures import RAW, build_cfg, needs_raw
+from support import RAW, build_cfg, needs_raw
 from automon.data.io import load_build
 from automon.data.pipeline import run_build
 from automon.schema import SUBSETS

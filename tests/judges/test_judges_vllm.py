@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from _eval_fixtures import compose, make_adapter, make_build, synthetic_samples, tiny_path
+from support import compose, make_adapter, make_build, synthetic_split, tiny_path
 from automon.judges.base import AnswerTokens, JudgeError, JudgeRequest, LoraAdapter
 from automon.judges import vllm_engine as V
 
@@ -195,7 +195,7 @@ def test_evidence_sampling_params_accept_the_trained_answer(tokens, tiny_tok):
     assert sp.max_tokens == 200 and sp.seed == 3
     assert {tiny_tok.decode([i]).strip().lower() for i in sp.logprob_token_ids} == {"true", "false"}
     schema = sp.structured_outputs.json
-    train, _ = synthetic_samples(pairs_per_subset=1, train_per_subset=2)
+    train, _ = synthetic_split(pairs_per_subset=1, train_per_subset=2)
     for s in train[:2]:
         text = answer_text(s, "evidence_v1")
         ans = json.loads(text)

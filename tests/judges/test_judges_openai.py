@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from _eval_fixtures import compose, make_build, tiny_path
+from support import compose, make_build, tiny_path
 from automon.evaluation import evaluate
 from automon.judges.base import JudgeError, JudgeRequest
 from automon.judges.openai_api import read_choice, redact, request_body

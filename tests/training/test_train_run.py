@@ -13,16 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _train_fixtures import (  # noqa: F401  (fixtures)
-    RAW,
-    REPO,
-    requires_realdata,
-    run_sft,
-    sft_cmd,
-    small_build,
-    tiny_model_path,
-    tiny_overrides,
-)
+from support import RAW, REPO, requires_realdata, run_sft, sft_cmd, tiny_overrides
 
 from automon.adapter_meta import AdapterMeta
 from automon.data.io import load_build

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from _eval_fixtures import REPO, compose, cpu_overrides, make_adapter, make_build
+from support import REPO, compose, cpu_overrides, make_adapter, make_build
 from automon.evaluation import AdapterMismatch, EvalError, evaluate
 from automon.evaluation.cache import PredictionCache
 from automon.evaluation.fewshot import select_shots

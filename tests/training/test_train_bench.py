@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from _train_fixtures import REPO, tiny_model_path  # noqa: F401  (fixture)
+from support import REPO
 
 BENCH = REPO / "bench" / "bench_train_gpu.py"
 sys.path.insert(0, str(REPO / "bench"))

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from _build_fixtures import CONF, REPO, build_cfg
-from _eval_fixtures import compose as compose_holdout
-from _eval_fixtures import cpu_overrides
-from _train_fixtures import tiny_overrides
+from support import CONF, REPO, build_cfg
+from support import compose as compose_holdout
+from support import cpu_overrides
+from support import tiny_overrides
 
 from automon import subsets
 from automon.data.recipes.base import Draft, Item

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from _eval_fixtures import REPO, compose, cpu_overrides, make_adapter, make_build
+from support import REPO, compose, cpu_overrides, make_adapter, make_build
 from automon.data.io import BuildChanged
 from automon.evaluation import AdapterMismatch, evaluate
 from automon.evaluation.errors import IncompleteEvaluation
