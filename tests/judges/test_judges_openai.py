@@ -113,7 +113,7 @@ def test_scores_the_test_set_through_transformers_serve(serve, build, tmp_path, 
 def test_per_sample_errors_are_recorded_not_fatal_and_not_cached(serve, build, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
     ov = _overrides(build, tmp_path / "o", serve.base_url, "not-the-served-model", "data.subsets=[sg_code]",
-                    "max_failed_share=1.0")  # accept them all (else: incomplete, tests/test_eval_errors.py)
+                    "max_failed_share=1.0")  # accept them all (else: incomplete, tests/evaluation/test_eval_errors.py)
     res = evaluate(compose(ov))
     rows = res.predictions["base"]
     assert len(rows) == 2 and all(r["error"] and "HTTP 400" in r["error"] for r in rows)
