@@ -10,8 +10,6 @@ Usage:
 Outputs and settings: docs/evaluation.md.
 """
 
-import sys
-
 from automon.config.eval import register
 from automon.errors import entry
 from automon.evaluation import USER_ERRORS, run
@@ -21,11 +19,7 @@ register()
 
 @entry(config_path="../conf", config_name="holdout", also=USER_ERRORS)
 def main(cfg) -> None:
-    try:
-        run(cfg)
-    except USER_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run(cfg)
 
 
 if __name__ == "__main__":

@@ -17,20 +17,14 @@ from pathlib import Path
 from automon.config.train import register
 from automon.errors import entry
 from automon.training import USER_ERRORS, run
-from automon.training.cli import preflight_or_exit, report
+from automon.training.cli import preflight_or_exit
 
 register()
 
 
 @entry(config_path="../conf", config_name="sft", also=USER_ERRORS)
-def main(cfg) -> None:
-    try:
-        status = run(cfg)
-    except USER_ERRORS as e:
-        report(e)
-        status = 2
-    if status:
-        sys.exit(status)
+def main(cfg) -> int:
+    return run(cfg)
 
 
 if __name__ == "__main__":

@@ -85,5 +85,6 @@ def read_samples(path) -> list[Sample]:
             try:
                 out.append(Sample.from_dict(json.loads(line)))
             except (json.JSONDecodeError, SampleError, TypeError) as e:
-                raise SampleError(f"{path}:{lineno}: {e}") from e
+                raise SampleError(f"not a valid sample: {e}", f"{path}:{lineno}",
+                                  "the file is not as data_build/build.py wrote it: rebuild it") from e
     return out

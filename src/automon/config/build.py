@@ -7,6 +7,8 @@ from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from automon.config.help import register_help
+
 from automon.subsets import names as subset_names
 from automon.subsets import specs as subset_specs
 from automon.config.sg_code import SgCodeConfig
@@ -57,25 +59,25 @@ class DisjointConfig:
     threshold: float = 0.8   # estimated Jaccard at or above which a train sample is a near-duplicate
     # drop: remove conflicting train samples and count them; fail: stop the build and list them.
     on_conflict: str = "drop"
-    workers: int = 2
+    workers: int = 2         # processes for the MinHash index
     # Re-read the written build and re-run every check independently of the filter above.
     verify_after_write: bool = True
 
 
 @dataclass
 class BuildConfig:
-    out: str = "data/builds/v1"
-    overwrite: bool = False
-    seed: int = 0
+    out: str = "data/builds/v1"  # the build directory (written whole, or not at all)
+    overwrite: bool = False      # replace an existing build at out
+    seed: int = 0                # every random choice of the build
     generator: str = "template"  # template (model-free); policy needs a judge backend (not in this build)
-    subsets: List[str] = field(default_factory=subset_names)
+    subsets: List[str] = field(default_factory=subset_names)  # which subsets to build (default: all)
     # Training variants per item for cue/incentive recipes (different wordings of one source item).
     train_variants: int = 2
     # Benchmark knob: clone every training item this many times with distinct ids (1 = off).
     scale: int = 1
     sources: SourcesConfig = field(default_factory=SourcesConfig)
-    test: TestSizes = field(default_factory=TestSizes)
-    wordings: WordingsConfig = field(default_factory=WordingsConfig)
+    test: TestSizes = field(default_factory=TestSizes)  # test pairs per subset (test.<subset>=N)
+    wordings: WordingsConfig = field(default_factory=WordingsConfig)  # the phrase lists of conf/wordings/<v>.yaml
     disjoint: DisjointConfig = field(default_factory=DisjointConfig)
     sg_code: SgCodeConfig = field(default_factory=SgCodeConfig)
 
@@ -92,6 +94,7 @@ def build_schema() -> type:
 
 def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
+    register_help()
     cs.store(name="build_schema", node=build_schema())
     cs.store(group="wordings", name="wordings_schema", node=WordingsConfig)
     cs.store(group="sg_code", name="sg_code_schema", node=SgCodeConfig)

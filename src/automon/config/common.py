@@ -18,7 +18,7 @@ class ModelConfig:
     name: str = "qwen3_4b_instruct_2507"
     # Hub id or local directory. "tiny" means: build the tiny random Qwen3 offline (automon.models.tiny).
     pretrained: str = "Qwen/Qwen3-4B-Instruct-2507"
-    revision: Optional[str] = None
+    revision: Optional[str] = None  # hub revision (commit, tag); null = main
     # Qwen3 hybrid models render with enable_thinking=False so the first answer token is yes/no.
     enable_thinking: bool = False
     dtype: str = "bfloat16"  # bfloat16 | float32 | float16 | auto
@@ -41,8 +41,8 @@ class PromptConfig:
 @dataclass
 class WandbConfig:
     mode: str = "offline"  # offline (no key needed) | online | disabled
-    project: str = "automon"
-    entity: Optional[str] = None
+    project: str = "automon"  # wandb project
+    entity: Optional[str] = None  # wandb team/user; null = your default
     dir: Optional[str] = None  # default: inside the run directory
 
 

@@ -8,6 +8,8 @@ from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from automon.config.help import register_help
+
 from automon.config.common import ConfigError, ModelConfig, PromptConfig, WandbConfig, register_common  # noqa: F401
 from automon.judges import BACKENDS, BackendConfig
 from automon.prompts import PROMPT_NAMES, get_template
@@ -23,8 +25,8 @@ UNPARSEABLE_POLICIES = ("wrong", "positive", "negative", "exclude")
 
 @dataclass
 class DataConfig:
-    dir: str = "data/builds/v1"
-    subsets: List[str] = field(default_factory=lambda: list(SUBSETS))
+    dir: str = "data/builds/v1"  # the data build (its test split; shots come from its train split)
+    subsets: List[str] = field(default_factory=lambda: list(SUBSETS))  # test subsets scored
     # Smoke runs: keep the first N pairs (by pair_id order) of each subset. Null: all.
     max_pairs_per_subset: Optional[int] = None
 
@@ -32,8 +34,8 @@ class DataConfig:
 @dataclass
 class BootstrapConfig:
     n: int = 1000      # replicates; CIs resample PAIRS (a twin pair is one unit)
-    seed: int = 0
-    ci: float = 0.95
+    seed: int = 0      # bootstrap seed
+    ci: float = 0.95   # confidence level of the intervals
 
 
 @dataclass
@@ -54,17 +56,22 @@ class HoldoutConfig:
     # Few-shot examples: k label-balanced examples from the TRAINING split, chosen by shots_seed,
     # the same for every test sample (so vLLM's prefix cache shares them).
     shots: int = 0
-    shots_seed: int = 0
+    shots_seed: int = 0          # which shots (another seed, another set)
     shots_max_chars: int = 3000  # only short training examples become shots (request + response chars)
     threshold: float = 0.5       # direct prompt: pred = P(yes) >= threshold
     unparseable: str = "wrong"   # wrong | positive | negative | exclude (see UNPARSEABLE_POLICIES)
-    far_targets: List[float] = field(default_factory=lambda: [0.05, 0.10])
-    allow_mismatch: bool = False
+    far_targets: List[float] = field(default_factory=lambda: [0.05, 0.10])  # report MR at these FARs
+    allow_mismatch: bool = False  # evaluate an adapter trained differently (base model, prompt, thinking)
     # Null: evals/<model>__<adapter run name | base | sweep-NAME>__<prompt>__shots<k>
     output_dir: Optional[str] = None
     # Null: <output_dir>/cache. Point several evaluations at one directory to share predictions.
     cache_dir: Optional[str] = None
-    progress: bool = True
+    progress: bool = True        # a progress bar on stderr
+    # Requests the backend failed on (errors after its retries, e.g. a server that went away) are
+    # not cached and are retried by the next run. Above this share of a monitor's requests the
+    # evaluation is incomplete: its report says so, it never replaces a complete earlier one, and
+    # eval/holdout.py exits 2.
+    max_failed_share: float = 0.05
 
     def __post_init__(self) -> None:
         b = self.backend
@@ -80,6 +87,8 @@ class HoldoutConfig:
             raise ConfigError("give either adapter=<dir> or sweep_dir=<dir>, not both")
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"threshold={self.threshold} must lie in [0, 1]")
+        if not 0.0 <= self.max_failed_share <= 1.0:
+            raise ConfigError(f"max_failed_share={self.max_failed_share} must lie in [0, 1]")
         if self.shots < 0:
             raise ConfigError(f"shots={self.shots} must be >= 0")
         if self.prompt.name not in PROMPT_NAMES:
@@ -106,6 +115,7 @@ class HoldoutConfig:
 
 def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
+    register_help()
     register_common(cs)
     cs.store(name="holdout_schema", node=HoldoutConfig)
     for name, schema in BACKENDS.items():  # conf/backend/<name>.yaml extends <name>_schema

@@ -32,6 +32,23 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+class BuildChanged(UserError):
+    """A build's file differs from the sha256 its manifest.json records (edited or cut after the build)."""
+
+
+# (resolved path, size, mtime_ns) -> sha256: a file is hashed once per process while it is unchanged
+# (train.jsonl of the real build is ~180 MB, 1-3 s to hash; the pipeline loads a build several times).
+_VERIFIED: dict[tuple[str, int, int], str] = {}
+
+
+def sha256_memo(path: Path) -> str:
+    st = os.stat(path)
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = sha256_file(path)
+    return _VERIFIED[key]
+
+
 def json_dumps_stable(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -164,6 +181,24 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
             _rmdirs(created)
 
 
+def ensure_writable_dir(path: str | os.PathLike, key: str) -> Path:
+    """Fail now, not after a stage's work, when config key `key` names a directory that cannot be
+    created or written in. Leaves nothing behind: directories it had to create are removed again."""
+    d = Path(path)
+    fix = f"set {key}= to a directory you can write in"
+    created: list[Path] = []
+    try:
+        created = _mkdirs(d)
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=d)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
+    finally:
+        _rmdirs(created)
+    return d
+
+
 def _rmdirs(created: list[Path]) -> None:
     """Remove the (still empty) parent directories a failed build created."""
     for d in reversed(created):
@@ -187,23 +222,47 @@ class Build:
     manifest: dict
     manifest_hash: str
 
+    def verify(self, split: str) -> None:
+        """Fail unless `<split>.jsonl` has the sha256 its manifest records: a sample edited, added or cut
+        after the build (a flipped label, a truncated line) is never trained or evaluated on silently."""
+        name = f"{split}.jsonl"
+        f = self.path / name
+        rebuild = f"rebuild it ({BUILD_COMMAND.format(out=self.path)}), or restore the file"
+        listed = self.manifest.get("files", {}).get(name)
+        if not listed:
+            raise BuildChanged(f"{self.path / 'manifest.json'} records no sha256 for {name}", str(f), rebuild)
+        actual = sha256_memo(f)
+        if actual != listed:
+            raise BuildChanged(f"{name} was changed after the build: its sha256 {actual[:12]}... differs from "
+                               f"{listed[:12]}... in manifest.json", str(f), rebuild)
+
     def samples(self, split: str) -> list[Sample]:
+        self.verify(split)
         return read_samples(self.path / f"{split}.jsonl")
 
 
-def load_build(path: str | os.PathLike) -> Build:
+def load_build(path: str | os.PathLike, verify: tuple[str, ...] = ()) -> Build:
+    """The build at `path`; the files of the splits in `verify` are checked against its manifest now
+    (before any expensive work), the others when `Build.samples` first reads them."""
     p = Path(path)
     mf = p / "manifest.json"
     if not mf.exists():
         raise BuildNotFound(f"no data build at {p} (missing manifest.json). Build one with:\n  "
                             + BUILD_COMMAND.format(out=p))
-    manifest = json.loads(mf.read_text())
+    try:
+        manifest = json.loads(mf.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BuildNotFound(f"{mf} is not valid JSON ({e})", str(mf),
+                            f"rebuild it: {BUILD_COMMAND.format(out=p)}") from None
     if manifest.get("format") != BUILD_FORMAT:
         raise BuildNotFound(f"{mf} has format {manifest.get('format')!r}, expected {BUILD_FORMAT!r}; rebuild it")
     for split in ("train", "test"):
         if not (p / f"{split}.jsonl").exists():
             raise BuildNotFound(f"{p} has a manifest but no {split}.jsonl; rebuild it")
-    return Build(path=p, manifest=manifest, manifest_hash=sha256_file(mf))
+    build = Build(path=p, manifest=manifest, manifest_hash=sha256_file(mf))
+    for split in verify:
+        build.verify(split)
+    return build
 
 
 def write_build(out: Path, train: list[Sample], test: list[Sample], manifest: dict,

@@ -87,6 +87,31 @@ def check_adapter(meta: AdapterMeta, cfg: Any) -> list[str]:
     return diffs
 
 
+def peft_base_mismatch(adapter_dir: Path, cfg: Any) -> list[str]:
+    """The base model PEFT recorded in adapter_config.json (what the weights were trained on) against
+    the model about to be evaluated: automon_adapter.json alone can be copied or stale."""
+    import json
+    import os
+
+    from automon.models.loading import resolve_model_path
+
+    f = adapter_dir / "adapter_config.json"
+    try:
+        base = json.loads(f.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError) as e:
+        raise EvalError(f"cannot read {f}: {e}", str(f), "pass the <run>/adapter directory written by "
+                        "train/sft.py") from None
+    if not base:
+        return []  # PEFT leaves it empty for some models: nothing to compare
+    evaluated = resolve_model_path(cfg.model)
+    same = base == evaluated or base == cfg.model.pretrained or (
+        os.path.isdir(base) and os.path.isdir(evaluated) and os.path.samefile(base, evaluated))
+    if same:
+        return []
+    return [f"base model: {f} names base_model_name_or_path={base}, evaluating model={cfg.model.name} "
+            f"({evaluated})"]
+
+
 def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
     from automon.judges.vllm_engine import adapter_rank  # pure function; no vllm import
 
@@ -100,6 +125,7 @@ def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
             raise AdapterMismatch(str(e)) from None
         meta = None
     diffs = check_adapter(meta, cfg) if meta else [f"{ADAPTER_META_FILE} missing: training settings unknown"]
+    diffs += [d for d in peft_base_mismatch(adapter_dir, cfg) if not any(x.startswith("base model") for x in diffs)]
     return Monitor(name=name, label=meta.subset if meta else name, adapter_dir=adapter_dir,
                    adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs)
 

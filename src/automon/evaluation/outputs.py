@@ -99,6 +99,10 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     head = {k: v for k, v in docs[monitors[0].name].items()
             if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title")}
     head["title"] = f"Held-out transfer matrix: {c.sweep_dir} ({len(monitors)} monitors)"
+    from automon.evaluation.run import request_summary
+
+    head["requests"] = request_summary([r for m in monitors for r in preds[m.name]], c.max_failed_share)
+    head["requests"]["complete"] = all(docs[m.name]["requests"]["complete"] for m in monitors)
     groups = ("overall", "by_subset", "by_category", "by_task")
     top = {**head, "monitors": {m.name: {"monitor": m.describe(), **{k: docs[m.name][k] for k in groups}}
                                 for m in monitors},

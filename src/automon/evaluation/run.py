@@ -21,11 +21,11 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import OmegaConf
 
-from automon.data.io import load_build
+from automon.data.io import ensure_writable_dir, load_build
 from automon.config.eval import HoldoutConfig
 from automon.evaluation import status as eval_status
 from automon.evaluation.cache import PredictionCache
-from automon.evaluation.errors import EvalError
+from automon.evaluation.errors import EvalError, IncompleteEvaluation
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.monitors import BASE, Monitor, resolve_monitors
 from automon.evaluation.requests import Rendered, render_all
@@ -165,10 +165,8 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     test = select_test(build.samples("test"), c.data.subsets, c.data.max_pairs_per_subset)
     tm["data_s"] += time.perf_counter() - t0
     out_dir = Path(c.output_dir) if c.output_dir else default_output_dir(c, monitors)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    eval_status.forget(out_dir)  # the outputs are not current again until they are all rewritten
+    ensure_writable_dir(out_dir, "output_dir")  # before the model loads; created when results come
     cache_root = Path(c.cache_dir) if c.cache_dir else out_dir / "cache"
-    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
 
     tokenizer = None
     if c.backend.local_model:
@@ -252,19 +250,78 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
         preds[m.name] = rows
         met = compute_metrics(rows, policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
                               seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=group_order())
-        docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]), **met}
+        docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]),
+                        "requests": request_summary(rows, c.max_failed_share), **met}
     tm["metrics_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     from automon.evaluation.outputs import write_outputs
 
-    written = write_outputs(c, out_dir, monitors, preds, docs, kind)
+    summary = request_summary([r for rows in preds.values() for r in rows], c.max_failed_share)
+    # Per monitor: one adapter the server does not know fails all its requests, however many others a
+    # sweep has.
+    summary["complete"] = all(d["requests"]["complete"] for d in docs.values())
+    earlier = earlier_failures(out_dir, build.manifest_hash, len(test), c)
+    kept = earlier is not None and earlier < summary["failed"]
+    if kept:
+        log.warning("kept the earlier results in %s (%d failed requests) over this run's (%d failed)",
+                    out_dir, earlier, summary["failed"])
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        eval_status.forget(out_dir)  # the outputs are not current again until they are all rewritten
+        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
+        written = write_outputs(c, out_dir, monitors, preds, docs, kind)
     tm["report_s"] += time.perf_counter() - t0
     tm["total_s"] = time.perf_counter() - t_start
     tm["harness_s"] = tm["total_s"] - tm.get("model_s", 0.0) - tm.get("load_s", 0.0)
     (out_dir / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
-    eval_status.record(out_dir, eval_status.identity(c, monitors, build.manifest_hash), written)
+    if summary["complete"] and not kept:  # only complete outputs are current (pipeline.py skips them)
+        eval_status.record(out_dir, eval_status.identity(c, monitors, build.manifest_hash), written)
+    if not summary["complete"]:
+        where = (f"{out_dir}: the earlier results there, with fewer failures, were kept" if kept
+                 else f"{out_dir}/report.md, marked incomplete")
+        raise IncompleteEvaluation(
+            f"{summary['failed']} of {summary['n']} requests to backend={c.backend.name} failed; {_worst(docs)} "
+            f"is over max_failed_share={c.max_failed_share} (first error: {summary['first_error']})",
+            where,
+            "fix the backend (is the server up? backend.base_url?) and rerun the same command: failed "
+            "requests are not cached and are sent again, answered ones come from the cache")
     return EvalResult(output_dir=out_dir, monitors=monitors, metrics=docs, predictions=preds,
                       timings=dict(tm), n_computed=len(todo), n_cached=n_cached)
+
+
+def request_summary(rows: Sequence[dict], max_failed_share: float) -> dict[str, Any]:
+    """How many of an evaluation's requests the backend failed on, and whether that is few enough for
+    the evaluation to count as complete (metrics.json "requests"; report.md opens with a warning if not)."""
+    errors = [r["error"] for r in rows if r["error"] is not None]
+    n = len(rows)
+    return {"n": n, "failed": len(errors), "failed_share": round(len(errors) / n, 6) if n else 0.0,
+            "max_failed_share": max_failed_share, "complete": len(errors) <= max_failed_share * n,
+            "first_error": errors[0][:300] if errors else None}
+
+
+def _worst(docs: dict[str, dict]) -> str:
+    """'monitor' (failed/n) with the largest share of failed requests, for the error line."""
+    name, d = max(docs.items(), key=lambda kv: kv[1]["requests"]["failed_share"])
+    return f"monitor {name} ({d['requests']['failed']}/{d['requests']['n']})"
+
+
+def earlier_failures(out_dir: Path, manifest_hash: str, n_test: int, c: HoldoutConfig) -> int | None:
+    """Failed requests of the results already in `out_dir`, if they evaluate the same thing (same data,
+    test samples, prompt and shots); None when there are none to compare with."""
+    try:
+        doc = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    data = doc.get("data") or {}
+    same = (data.get("manifest_hash") == manifest_hash and data.get("n_test") == n_test
+            and doc.get("prompt") == c.prompt.name and doc.get("shots") == c.shots)
+    if not same:
+        return None
+    if "requests" in doc:
+        return int(doc["requests"]["failed"])
+    if "monitors" in doc:  # a sweep written before "requests" was recorded
+        return sum(int(m["overall"].get("errors", 0)) for m in doc["monitors"].values())
+    return int((doc.get("overall") or {}).get("errors", 0))
 
 
 def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample], shots: Sequence[Sample],

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping, Optional, Protocol, Sequence
 
 from automon.config.common import API_MODEL, ConfigError
+from automon.errors import UserError
 
 
-class JudgeError(RuntimeError):
+class JudgeError(UserError, RuntimeError):
     """A backend cannot run as configured (missing package, bad credentials, rank too large)."""
 
 

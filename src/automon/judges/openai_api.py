@@ -6,6 +6,9 @@
 - At most backend.concurrency requests are in flight; connection errors, timeouts, 408/409/429 and
   5xx are retried with exponential backoff and jitter; other failures are recorded per sample (the
   run goes on), except bad credentials, which stop the run (every request would fail).
+- The first request goes alone, with at most PROBE_RETRIES retries: a server that cannot be reached
+  (connection refused, unknown host) stops the run in seconds instead of failing every request
+  after its full backoff.
 - P(yes) comes from top_logprobs when the server returns them; otherwise the text is parsed.
 """
 
@@ -96,6 +99,7 @@ class OpenAIConfig(BackendConfig):
 
 
 RETRY_STATUS = (408, 409, 429)
+PROBE_RETRIES = 2  # retries of the first request when the server cannot be reached (~3 s of backoff)
 _KEYLIKE = re.compile(r"\b(sk|key|tok)-[A-Za-z0-9_\-*]{4,}")
 
 
@@ -173,6 +177,7 @@ class OpenAIJudge:
                                  "with backend.api_key_env=...")
             key = "EMPTY"  # a local server without authentication
         self._key = key
+        self._reached = False  # set once one request got an answer from the server
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIJudge(base_url={self.cfg.base_url!r}, model={self.model_for[None]!r})"
@@ -180,6 +185,10 @@ class OpenAIJudge:
     def score(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         t0 = time.perf_counter()
         try:
+            if not self._reached and requests:
+                first = asyncio.run(self._score_all(requests[:1], probe=True))
+                self._reached = True
+                return first + (asyncio.run(self._score_all(requests[1:])) if len(requests) > 1 else [])
             return asyncio.run(self._score_all(requests))
         finally:
             self.timing.model_s += time.perf_counter() - t0
@@ -187,21 +196,22 @@ class OpenAIJudge:
     def close(self) -> None:
         pass
 
-    async def _score_all(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+    async def _score_all(self, requests: Sequence[JudgeRequest], probe: bool = False) -> list[JudgeResult]:
         client = self._openai.AsyncOpenAI(api_key=self._key, base_url=self.cfg.base_url,
                                           timeout=self.cfg.timeout_s, max_retries=0)
         sem = asyncio.Semaphore(self.cfg.concurrency)
         try:
-            return list(await asyncio.gather(*(self._one(client, sem, r) for r in requests)))
+            return list(await asyncio.gather(*(self._one(client, sem, r, probe) for r in requests)))
         finally:
             await client.close()
 
-    async def _one(self, client: Any, sem: asyncio.Semaphore, req: JudgeRequest) -> JudgeResult:
+    async def _one(self, client: Any, sem: asyncio.Semaphore, req: JudgeRequest, probe: bool = False) -> JudgeResult:
         oa = self._openai
         body = request_body(req, kind=self.kind, model=self.model_for[req.adapter], cfg=self.cfg,
                             enable_thinking=self.enable_thinking)
         delay = self.cfg.backoff_s
-        for attempt in range(self.cfg.max_retries + 1):
+        retries = min(self.cfg.max_retries, PROBE_RETRIES) if probe else self.cfg.max_retries
+        for attempt in range(retries + 1):
             try:
                 async with sem:
                     resp = await client.chat.completions.create(**body)
@@ -217,9 +227,16 @@ class OpenAIJudge:
                 err = f"HTTP {e.status_code}: {redact(str(e), self._key)}"
             except (oa.APIConnectionError, oa.APITimeoutError) as e:
                 retry, err = True, f"{type(e).__name__}: {redact(str(e), self._key)}"
+                unreachable = not isinstance(e, oa.APITimeoutError)  # a slow server is not a missing one
+                if probe and unreachable and attempt == retries:
+                    cause = e.__cause__ or e
+                    raise JudgeError(
+                        f"cannot reach the server at {self.cfg.base_url or 'api.openai.com'} "
+                        f"({type(cause).__name__}: {redact(str(cause), self._key)}; {attempt + 1} attempts)",
+                        "backend.base_url", "start the server, or fix backend.base_url") from None
             except Exception as e:  # noqa: BLE001 - one bad answer must not end the run
                 retry, err = False, f"{type(e).__name__}: {redact(str(e), self._key)}"
-            if not retry or attempt == self.cfg.max_retries:
+            if not retry or attempt == retries:
                 tries = attempt + 1
                 return JudgeResult(error=f"{err} (after {tries} attempt{'s' if tries > 1 else ''})")
             await asyncio.sleep(min(delay, 60.0) * (0.5 + random.random()))

@@ -53,7 +53,7 @@ def _monitor_text(mon: Mapping[str, Any]) -> str:
 def monitor_report(doc: Mapping[str, Any], files: Sequence[str]) -> str:
     o = doc["overall"]
     title = doc.get("title", "Held-out evaluation")
-    lines = [f"# {title}", "", header_table(doc), "## Overall", "",
+    lines = [f"# {title}", "", *incomplete_banner(doc), header_table(doc), "## Overall", "",
              f"MR {fmt_ci(o['mr'], o['mr_ci'])}, FAR {fmt_ci(o['far'], o['far_ci'])}, AUROC {fmt(o['auroc'])}, "
              f"pair accuracy {fmt(o['pair_accuracy'])} over {o['n_pairs']} pairs (n = {o['n']}).", "",
              f"Unparseable answers: **{o['unparseable']}**; failed requests: **{o['errors']}** "
@@ -64,13 +64,24 @@ def monitor_report(doc: Mapping[str, Any], files: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def incomplete_banner(doc: Mapping[str, Any]) -> list[str]:
+    """The lines that open an incomplete evaluation's report (too many failed requests)."""
+    req = doc.get("requests") or {}
+    if req.get("complete", True):
+        return []
+    return [f"**INCOMPLETE: {req['failed']} of {req['n']} requests failed** (more than max_failed_share="
+            f"{req['max_failed_share']}; first error: {req.get('first_error') or '?'}). The metrics below score "
+            "failed requests by the unparseable policy and measure nothing; rerun the same command once the "
+            "backend works (failed requests are not cached, so only they are sent again).", ""]
+
+
 def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequence[Mapping[str, Any]],
                  metrics: Mapping[str, Mapping[str, Any]], pareto: Mapping[str, Any], files: Sequence[str]) -> str:
     fk = far_keys(metrics[monitors[0]["name"]]["overall"]) if monitors else []
     table = md_table(["row", "monitor", *metric_labels(fk, brief=True), "report"],
                      [[m["label"], m["name"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True),
                        f"[report](monitors/{m['name']}/report.md)"] for m in monitors])
-    lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", header_table(doc),
+    lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", *incomplete_banner(doc), header_table(doc),
              "## Transfer matrix", "", matrix_markdown, "## Monitors (overall)", "", table.rstrip("\n")]
     r = pareto.get("pearson_r")
     lines += ["", f"Pareto front (lowest MR and FAR): {', '.join(pareto.get('pareto_front', [])) or '—'}; "

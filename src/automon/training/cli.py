@@ -99,6 +99,3 @@ def preflight_or_exit(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         sys.exit(2)
 
 
-def report(err: BaseException) -> None:
-    """One paragraph on stderr: what went wrong and what to do."""
-    print(f"error: {err}", file=sys.stderr)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from automon.data.io import ensure_writable_dir
 from automon.config.train import SFTConfig
 from automon.prompts import FIT_VERSION, PROMPT_NAMES
 from automon.stage_status import Currency
@@ -46,6 +47,9 @@ def validate(c: SFTConfig) -> None:
         (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
         (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
         (t.grad_accum >= 1, f"train.grad_accum must be >= 1, got {t.grad_accum}"),
+        (t.max_steps == -1 or t.max_steps >= 1,
+         f"train.max_steps={t.max_steps} is out of range (train.max_steps); use -1 (train for train.epochs) "
+         "or a number of optimizer steps >= 1"),
         (t.max_steps > 0 or t.epochs > 0, "set train.epochs > 0 or train.max_steps > 0"),
         (256 <= t.max_seq_length, f"train.max_seq_length must be >= 256, got {t.max_seq_length}"),
         (t.lora.r >= 1 and t.lora.alpha > 0, f"train.lora.r must be >= 1 and alpha > 0, got {t.lora.r}/{t.lora.alpha}"),
@@ -140,6 +144,9 @@ def run(cfg: Any) -> int:
     t0 = time.perf_counter()
     r = resolve(cfg)
     c, resolved, subsets, label, run_dir, build = r.cfg, r.resolved, r.subsets, r.label, r.run_dir, r.build
+    # Cheap checks before the model loads: the run dir can be written, the data is what the build wrote.
+    ensure_writable_dir(run_dir, "output_dir")
+    build.verify("train")
 
     prev = None
     if not c.overwrite:
