@@ -295,9 +295,20 @@ def test_every_canonical_solution_passes_its_own_tests_unless_excluded(raw_rows,
         programs += [visible_program(t.code, [v.text for v in t.visible]),
                      hidden_program(t.code, t.strict_tests, "S3nt")]
     results = sandbox.run_many(programs)
-    failing = {t.key: (visible_verdict(v)[1], hidden_verdict(h, "S3nt")[1])
-               for t, v, h in zip(tasks, results[::2], results[1::2])
-               if not (visible_verdict(v)[0] and hidden_verdict(h, "S3nt")[0])}
+
+    def failures(ts, rs):
+        return {t.key: (visible_verdict(v)[1], hidden_verdict(h, "S3nt")[1])
+                for t, v, h in zip(ts, rs[::2], rs[1::2])
+                if not (visible_verdict(v)[0] and hidden_verdict(h, "S3nt")[0])}
+
+    failing = failures(tasks, results)
+    # A solution near the CPU limit (HumanEval/75 takes most of timeout_s) can cross it when other
+    # processes share the cores: run the failures once more and keep those that fail again, so the
+    # list checks solutions that fail, not a busy machine.
+    again = [t for t in tasks if t.key in failing]
+    rerun = [p for t in again for p in (visible_program(t.code, [v.text for v in t.visible]),
+                                        hidden_program(t.code, t.strict_tests, "S3nt"))]
+    failing = failures(again, sandbox.run_many(rerun)) if again else {}
     assert set(failing) == set(excluded) & {t.key for t in tasks}, failing
 
 
