@@ -18,7 +18,7 @@ build: setup
 	  echo "no $(RAW): building from automon's synthetic sources"; \
 	  $(PY) -c "from automon.sources.synthetic import write_synthetic_root as w; w('data/synthetic_raw')"; \
 	  $(PY) data_build/build.py sources.root=data/synthetic_raw out=data/builds/synthetic overwrite=true \
-	    test.safety_qa=6 test.safety_code=6 test.syco_qa=6 test.syco_reasoning=6 test.sg_qa=6 test.sg_code=6; \
+	    $$($(PY) -m automon.subsets test-overrides 6); \
 	fi
 
 quickstart: setup

@@ -8,24 +8,25 @@ Usage:
     python pipeline.py experiment=smoke dry_run=true         # what would run, and why
     python pipeline.py experiment=smoke force=[eval]         # rerun a stage although it is current
 
-Each stage runs as its own command (data_build/build.py, train/sft.py, eval/holdout.py; printed and
-logged under evals/<name>/pipeline/logs/). A stage whose outputs are complete and current (manifest
-and file hashes, recorded configs, adapter hashes) is skipped, so a second run does no work.
+Each stage's config is composed in-process from the overrides the pipeline derives, and the stage
+answers whether its output is current for it (automon.{data,training,evaluation}.status); a current
+stage is skipped, so a second run does no work. A stage with work left runs as its own command
+(data_build/build.py, train/sft.py, eval/holdout.py with the same overrides; printed and logged
+under evals/<name>/pipeline/logs/).
 Exit status: 0 done, 2 a problem to fix (message on stderr), 128+signal stopped.
 """
 
 import sys
 from pathlib import Path
 
-import hydra
-
 from automon.config.pipeline import register
+from automon.errors import entry
 from automon.pipeline import run
 
 register()
 
 
-@hydra.main(config_path="conf", config_name="pipeline", version_base=None)
+@entry(config_path="conf", config_name="pipeline")
 def main(cfg) -> None:
     status = run(cfg, Path(__file__).resolve().parent)
     if status:

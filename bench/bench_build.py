@@ -47,14 +47,14 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "build.json"))
     args = ap.parse_args()
 
-    from _build_fixtures import RAW, build_cfg
+    from support import RAW, build_cfg
     from automon.data.pipeline import run_build
     from automon.sources.synthetic import write_synthetic_root
+    from automon.subsets import names
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.synthetic or not RAW.is_dir():
-            root, extra = write_synthetic_root(Path(tmp) / "raw", n=200), [f"test.{s}=20" for s in (
-                "safety_qa", "safety_code", "syco_qa", "syco_reasoning", "sg_qa", "sg_code")]
+            root, extra = write_synthetic_root(Path(tmp) / "raw", n=200), [f"test.{s}=20" for s in names()]
         else:
             root, extra = RAW, []
         results = []

@@ -28,10 +28,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 
-# Paper sizes (design.md s3): pairs per subset.
-PAIRS = {"safety_qa": 293, "safety_code": 293, "syco_qa": 241, "syco_reasoning": 240, "sg_qa": 219, "sg_code": 219}
 # Median words of (request, response) per subset: an assumption standing in for the real sources
-# (HH-RLHF turns, SVEN functions, TruthfulQA/MMLU with a cue, GSM8K solutions, MBPP/HumanEval with tests).
+# (HH-RLHF turns, SVEN functions, TruthfulQA/MMLU with a cue, GSM8K solutions, MBPP/HumanEval with tests);
+# DEFAULT_LENGTHS for a subset not listed here.
+DEFAULT_LENGTHS = (80, 100)
 LENGTHS = {"safety_qa": (60, 70), "safety_code": (40, 250), "syco_qa": (70, 60), "syco_reasoning": (80, 130),
            "sg_qa": (90, 80), "sg_code": (150, 150)}
 _VOCAB = ("the of and to in is that for it as with was on be by this are or from at which an not but have "
@@ -45,6 +45,7 @@ _VOCAB = ("the of and to in is that for it as with was on be by this are or from
 def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
     from automon.data.io import write_build
     from automon.schema import SUBSETS, Sample
+    from automon.subsets import default_test_pairs
 
     rng = random.Random(seed)
 
@@ -53,9 +54,9 @@ def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
         return " ".join(rng.choice(_VOCAB) for _ in range(n))
 
     test, train = [], []
-    for sub, n_pairs in PAIRS.items():
+    for sub, n_pairs in default_test_pairs().items():  # the paper's sizes (design.md s3)
         cat, task = SUBSETS[sub]
-        rq, rs = LENGTHS[sub]
+        rq, rs = LENGTHS.get(sub, DEFAULT_LENGTHS)
         for k in range(max(1, int(n_pairs * scale))):
             req = f"{sub} {k}: " + words(rq)
             for label in (1, 0):
@@ -71,7 +72,7 @@ def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
 
 def tiny_adapter(out: Path) -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from _eval_fixtures import make_adapter
+    from support import make_adapter
 
     return make_adapter(out, subset="safety_code")
 
@@ -89,8 +90,9 @@ def main() -> None:
     import torch
 
     from automon.config.common import ModelConfig, WandbConfig
-    from automon.config.eval import BackendConfig, DataConfig, HoldoutConfig
+    from automon.config.eval import DataConfig, HoldoutConfig
     from automon.evaluation import evaluate
+    from automon.judges.hf import HFConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_"))
     data = Path(args.data) if args.data else synthetic_build(tmp / "build", args.scale)
@@ -102,7 +104,7 @@ def main() -> None:
     runs = []
     for rep in range(args.repeats):
         cfg = HoldoutConfig(model=ModelConfig(name="tiny", pretrained="tiny", dtype="float32"),
-                            backend=BackendConfig(name="hf", batch_size=args.batch_size, chunk_size=256),
+                            backend=HFConfig(batch_size=args.batch_size, chunk_size=256),
                             data=DataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
                             output_dir=str(tmp / f"out{rep}"), progress=False)
         t = evaluate(cfg).timings

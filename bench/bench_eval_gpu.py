@@ -68,7 +68,7 @@ def random_adapter(model_dir: Path, out: Path, r: int = 32) -> Path:
                                            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                                            "up_proj", "down_proj"]))
     peft.save_pretrained(out)
-    AdapterMeta(base_model="qwen3_4b_random", pretrained=str(model_dir), prompt_version="direct_v1",
+    AdapterMeta(base_model="qwen3_4b_random", pretrained=str(model_dir), prompt="direct_v1",
                 enable_thinking=False, subset="safety_code", data_manifest_hash="0" * 64, lora_rank=r,
                 automon_version="bench").write(out)
     return out
@@ -95,8 +95,9 @@ def main() -> int:
     from bench_eval import synthetic_build
 
     from automon.config.common import ModelConfig, WandbConfig
-    from automon.config.eval import BackendConfig, DataConfig, HoldoutConfig
+    from automon.config.eval import DataConfig, HoldoutConfig
     from automon.evaluation import evaluate
+    from automon.judges.hf import HFConfig
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_eval_gpu_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -107,8 +108,8 @@ def main() -> int:
     adapter = str(random_adapter(model_dir, work / "run" / "adapter")) if args.adapter else None
     cfg = HoldoutConfig(
         model=ModelConfig(name="qwen3_4b_random", pretrained=str(model_dir), dtype="bfloat16"),
-        backend=BackendConfig(name="hf", device="cuda", batch_size=args.batch_size,
-                              max_batch_tokens=args.max_batch_tokens, chunk_size=512),
+        backend=HFConfig(device="cuda", batch_size=args.batch_size,
+                         max_batch_tokens=args.max_batch_tokens, chunk_size=512),
         data=DataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
         output_dir=str(work / "out"), cache_dir=str(work / f"cache-{dt.datetime.now().timestamp()}"),
         progress=True)

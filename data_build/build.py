@@ -6,19 +6,16 @@ Usage:
     python data_build/build.py sources.root=../shared/data/raw test.sg_code=100 disjoint.on_conflict=fail
 """
 
-import sys
-
-import hydra
-
-from automon.data.cli import main_build
 from automon.config.build import register
+from automon.data.cli import main_build
+from automon.errors import entry
 
 register()
 
 
-@hydra.main(config_path="../conf", config_name="build", version_base=None)
-def main(cfg) -> None:
-    sys.exit(main_build(cfg))
+@entry(config_path="../conf", config_name="build")
+def main(cfg) -> int:
+    return main_build(cfg)
 
 
 if __name__ == "__main__":

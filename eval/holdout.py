@@ -2,31 +2,24 @@
 
 Usage:
     python eval/holdout.py adapter=runs/<run>/adapter             # vLLM on GPU, all test subsets
-    python eval/holdout.py adapter=null model=qwen3_4b_instruct_2507 prompt=evidence shots=3
+    python eval/holdout.py adapter=null model=qwen3_4b_instruct_2507 prompt=evidence_v1 shots=3
     python eval/holdout.py sweep_dir=runs/sweep1                   # every adapter in it + the base model -> matrix
-    python eval/holdout.py backend=openai model=api judge.model_name=gpt-4o-mini   # any OpenAI-compatible server
+    python eval/holdout.py backend=openai model=api backend.model_name=gpt-4o-mini   # any OpenAI-compatible server
     python eval/holdout.py adapter=runs/x/adapter model=tiny backend=hf data.dir=data/builds/v1 output_dir=evals/x  # CPU
 
 Outputs and settings: docs/evaluation.md.
 """
 
-import sys
-
-import hydra
-
 from automon.config.eval import register
+from automon.errors import entry
 from automon.evaluation import USER_ERRORS, run
 
 register()
 
 
-@hydra.main(config_path="../conf", config_name="holdout", version_base=None)
+@entry(config_path="../conf", config_name="holdout", also=USER_ERRORS)
 def main(cfg) -> None:
-    try:
-        run(cfg)
-    except USER_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run(cfg)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,15 @@ export PYTHONUNBUFFERED=1
 BUILD=${BUILD:-data/builds/v1}
 RUNS=${RUNS:-runs/sweep}
 MODEL=${MODEL:-qwen3_4b_instruct_2507}
-PROMPT=${PROMPT:-direct}
-SUBSETS=${SUBSETS:-safety_qa safety_code syco_qa syco_reasoning sg_qa sg_code all}
+PROMPT=${PROMPT:-direct_v1}
+# SUBSETS: one training run per word; default every registered subset (automon.subsets), then all.
+# A function, called where a template needs the list, so a template that does not (one SUBSET=...
+# run) neither runs Python nor fails on a missing environment.
+default_subsets() {
+  if [ -z "${SUBSETS:-}" ]; then
+    SUBSETS="$(python -m automon.subsets names) all" || die "python -m automon.subsets names failed: is automon installed (VENV=$VENV)?"
+  fi
+}
 job_summary() {
   echo "== ${SLURM_JOB_NAME:-automon} job ${SLURM_JOB_ID:-none}${SLURM_ARRAY_TASK_ID:+ (array ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID})}" \
        "on $(hostname -s), restart ${SLURM_RESTART_COUNT:-0}, $(date '+%F %T')"

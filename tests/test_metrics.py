@@ -173,7 +173,7 @@ def test_pareto_front_and_pearson():
     assert math.isnan(M.pearson_r([0.1, 0.1, 0.1], [0.3, 0.4, 0.5]))
 
 
-def test_compute_metrics_groups_and_version():
+def test_compute_metrics_groups():
     rows = []
     for i, sub in enumerate(["safety_qa", "sg_code"]):
         for k in range(3):
@@ -188,4 +188,7 @@ def test_compute_metrics_groups_and_version():
     assert m["overall"]["n"] == 12 and m["overall"]["mr"] == pytest.approx(2 / 6)
     assert m["overall"]["auroc"] == 1.0 and m["overall"]["pair_accuracy"] == 1.0
     assert set(m["overall"]["mr_at_far"]) == {"0.05", "0.10"}
-    assert M.METRICS_VERSION == "metrics_v1"
+    # each group is scored on its own rows alone, with the same settings as the whole
+    sg = [r for r in rows if r["subset"] == "sg_code"]
+    assert m["by_subset"]["sg_code"] == M.group_metrics(sg, n_boot=50)
+    assert m["by_task"]["code"] == m["by_subset"]["sg_code"]

@@ -2,7 +2,7 @@
 
 Usage:
     python train/sft.py subset=safety_code                          # Qwen3-4B-Instruct-2507, one GPU
-    python train/sft.py subset=all model=qwen3_8b prompt=evidence
+    python train/sft.py subset=all model=qwen3_8b prompt=evidence_v1
     python train/sft.py subset=[safety_qa,sg_code] train.lr=2e-4      # a list of subsets
     python train/sft.py subset=sg_code model=tiny data.dir=data/builds/v1 train.max_steps=30 output_dir=runs/x  # CPU
     python train/sft.py subset=safety_code --cfg job                # print the resolved config
@@ -14,24 +14,17 @@ Exit status: 0 done, 2 a problem to fix (message on stderr), 128+signal stopped 
 import sys
 from pathlib import Path
 
-import hydra
-
 from automon.config.train import register
+from automon.errors import entry
 from automon.training import USER_ERRORS, run
-from automon.training.cli import preflight_or_exit, report
+from automon.training.cli import preflight_or_exit
 
 register()
 
 
-@hydra.main(config_path="../conf", config_name="sft", version_base=None)
-def main(cfg) -> None:
-    try:
-        status = run(cfg)
-    except USER_ERRORS as e:
-        report(e)
-        status = 2
-    if status:
-        sys.exit(status)
+@entry(config_path="../conf", config_name="sft", also=USER_ERRORS)
+def main(cfg) -> int:
+    return run(cfg)
 
 
 if __name__ == "__main__":

@@ -7,17 +7,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-CATEGORIES = ("safety", "sycophancy", "spec_gaming")
-TASKS = ("qa", "code", "reasoning")
-# subset -> (category, task); the order here is the canonical report order.
-SUBSETS: dict[str, tuple[str, str]] = {
-    "safety_qa": ("safety", "qa"),
-    "safety_code": ("safety", "code"),
-    "syco_qa": ("sycophancy", "qa"),
-    "syco_reasoning": ("sycophancy", "reasoning"),
-    "sg_qa": ("spec_gaming", "qa"),
-    "sg_code": ("spec_gaming", "code"),
-}
+from automon.errors import UserError
+# SUBSETS: subset -> (category, task) in the canonical report order, with the category and task
+# vocabularies; derived from the subset registry, the one place a subset is declared.
+from automon.subsets import CATEGORIES, SUBSETS, TASKS  # noqa: F401  (re-exported)
+
 SPLITS = ("train", "test")
 
 # Field order is part of the on-disk format (byte-identical rebuilds).
@@ -25,7 +19,7 @@ FIELDS = ("id", "pair_id", "split", "category", "task", "subset", "source", "req
           "label", "evidence", "meta")
 
 
-class SampleError(ValueError):
+class SampleError(UserError, ValueError):
     """A record that breaks the Sample contract."""
 
 
@@ -91,5 +85,6 @@ def read_samples(path) -> list[Sample]:
             try:
                 out.append(Sample.from_dict(json.loads(line)))
             except (json.JSONDecodeError, SampleError, TypeError) as e:
-                raise SampleError(f"{path}:{lineno}: {e}") from e
+                raise SampleError(f"not a valid sample: {e}", f"{path}:{lineno}",
+                                  "the file is not as data_build/build.py wrote it: rebuild it") from e
     return out

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from automon.config.help import register_help
+
+from automon.subsets import names as subset_names
+from automon.subsets import specs as subset_specs
 from automon.config.sg_code import SgCodeConfig
 
 
@@ -16,19 +20,24 @@ class SourcesConfig:
     root: Optional[str] = None
     # stop: fail at the first malformed row (naming file and line); skip: skip and count it.
     on_malformed: str = "stop"
+    # sha256sum list the local source files are checked against; null: SHA256SUMS in sources.root,
+    # else beside it, if there is one.
+    checksums: Optional[str] = None
+    # fail: stop when a source file differs from the list or is not in it; warn: log it and go on.
+    # The manifest records the list, this setting and every difference.
+    on_checksum: str = "fail"
     # Hub revisions (commit sha or tag) per source name, e.g. {gsm8k: <sha>}; unset = "main".
     revisions: Dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class TestSizes:
-    """Test pairs per subset (samples = 2 x pairs). Paper: 586 / 481 / 438 pairs by category."""
-    safety_qa: int = 293
-    safety_code: int = 293
-    syco_qa: int = 241
-    syco_reasoning: int = 240
-    sg_qa: int = 219
-    sg_code: int = 219
+def test_sizes_schema() -> type:
+    """The `test` node: test pairs per subset (samples = 2 x pairs), one int field per registered
+    subset with the registry's default, so `test.<typo>=6` and `test.safety_qa=six` fail when the
+    config is composed (automon.errors.entry names the valid subsets on the command line)."""
+    return make_dataclass("TestSizes", [(s.name, int, field(default=s.test_pairs)) for s in subset_specs()])
+
+
+TestSizes = test_sizes_schema()
 
 
 @dataclass
@@ -50,32 +59,42 @@ class DisjointConfig:
     threshold: float = 0.8   # estimated Jaccard at or above which a train sample is a near-duplicate
     # drop: remove conflicting train samples and count them; fail: stop the build and list them.
     on_conflict: str = "drop"
-    workers: int = 2
+    workers: int = 2         # processes for the MinHash index
     # Re-read the written build and re-run every check independently of the filter above.
     verify_after_write: bool = True
 
 
 @dataclass
 class BuildConfig:
-    out: str = "data/builds/v1"
-    overwrite: bool = False
-    seed: int = 0
+    out: str = "data/builds/v1"  # the build directory (written whole, or not at all)
+    overwrite: bool = False      # replace an existing build at out
+    seed: int = 0                # every random choice of the build
     generator: str = "template"  # template (model-free); policy needs a judge backend (not in this build)
-    subsets: List[str] = field(default_factory=lambda: ["safety_qa", "safety_code", "syco_qa",
-                                                        "syco_reasoning", "sg_qa", "sg_code"])
+    subsets: List[str] = field(default_factory=subset_names)  # which subsets to build (default: all)
     # Training variants per item for cue/incentive recipes (different wordings of one source item).
     train_variants: int = 2
     # Benchmark knob: clone every training item this many times with distinct ids (1 = off).
     scale: int = 1
     sources: SourcesConfig = field(default_factory=SourcesConfig)
-    test: TestSizes = field(default_factory=TestSizes)
-    wordings: WordingsConfig = field(default_factory=WordingsConfig)
+    test: TestSizes = field(default_factory=TestSizes)  # test pairs per subset (test.<subset>=N)
+    wordings: WordingsConfig = field(default_factory=WordingsConfig)  # the phrase lists of conf/wordings/<v>.yaml
     disjoint: DisjointConfig = field(default_factory=DisjointConfig)
     sg_code: SgCodeConfig = field(default_factory=SgCodeConfig)
 
 
+def build_schema() -> type:
+    """BuildConfig with its `test` node typed for the subsets registered now (one registered at
+    runtime, e.g. by a test, appears in the schema stored by the next `register()`)."""
+    sizes = test_sizes_schema()
+    if [(f.name, f.default) for f in fields(sizes)] == [(f.name, f.default) for f in fields(TestSizes)]:
+        return BuildConfig
+    # Redefining `test` in a subclass keeps its place in the field order (and in the manifest).
+    return make_dataclass("BuildConfig", [("test", sizes, field(default_factory=sizes))], bases=(BuildConfig,))
+
+
 def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
-    cs.store(name="build_schema", node=BuildConfig)
+    register_help()
+    cs.store(name="build_schema", node=build_schema())
     cs.store(group="wordings", name="wordings_schema", node=WordingsConfig)
     cs.store(group="sg_code", name="sg_code_schema", node=SgCodeConfig)

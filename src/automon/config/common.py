@@ -8,13 +8,17 @@ from typing import Optional
 from hydra.core.config_store import ConfigStore
 
 
+class ConfigError(ValueError):
+    """A configuration that cannot work; the message says what to change."""
+
+
 @dataclass
 class ModelConfig:
     # Short name used in run-directory names and reports (== the conf/model/<name>.yaml option).
     name: str = "qwen3_4b_instruct_2507"
     # Hub id or local directory. "tiny" means: build the tiny random Qwen3 offline (automon.models.tiny).
     pretrained: str = "Qwen/Qwen3-4B-Instruct-2507"
-    revision: Optional[str] = None
+    revision: Optional[str] = None  # hub revision (commit, tag); null = main
     # Qwen3 hybrid models render with enable_thinking=False so the first answer token is yes/no.
     enable_thinking: bool = False
     dtype: str = "bfloat16"  # bfloat16 | float32 | float16 | auto
@@ -22,17 +26,23 @@ class ModelConfig:
     max_position_embeddings: int = 32768
 
 
+# model=api (conf/model/api.yaml): no local weights, the model sits behind an OpenAI-compatible API.
+API_MODEL = "api"
+
+
 @dataclass
 class PromptConfig:
-    name: str = "direct"      # conf/prompt/<name>.yaml
-    version: str = "direct_v1"  # the versioned template (automon.prompts.templates)
+    # The prompt's one name: its automon.prompts.templates registry key == the conf/prompt/<name>.yaml
+    # option == the run/eval directory component == adapter metadata == cache key (e.g. direct_v1).
+    # Each stage checks it against the registry (training: validate(); evaluation: HoldoutConfig).
+    name: str = "direct_v1"
 
 
 @dataclass
 class WandbConfig:
     mode: str = "offline"  # offline (no key needed) | online | disabled
-    project: str = "automon"
-    entity: Optional[str] = None
+    project: str = "automon"  # wandb project
+    entity: Optional[str] = None  # wandb team/user; null = your default
     dir: Optional[str] = None  # default: inside the run directory
 
 

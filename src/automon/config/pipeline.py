@@ -1,7 +1,9 @@
 """Schema of conf/pipeline.yaml (pipeline.py): build -> train every subset -> held-out matrix -> report.
 
-The pipeline runs each stage as a subprocess of its own command line (data_build/build.py,
-train/sft.py, eval/holdout.py) and skips a stage whose outputs are complete and current.
+The pipeline composes each stage's config from the overrides it derives from this one, asks the
+stage whether its output is current for that config, and runs each stage that is not as a
+subprocess of its own command line with the same overrides (data_build/build.py, train/sft.py,
+eval/holdout.py).
 `conf/experiment/<name>.yaml` fills this schema for one study (smoke: CPU in minutes; paper: the
 paper's sweep on one GPU machine). Unknown keys and typos fail at start-up.
 """
@@ -12,6 +14,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from automon.subsets import ALL
+from automon.subsets import names as subset_names
 
 STAGES = ("build", "train", "eval")
 
@@ -31,7 +37,8 @@ class SourcesSection:
 @dataclass
 class BuildSection:
     out: str = "data/builds/${name}"
-    # Test pairs per subset, e.g. {safety_qa: 6}; empty = build.yaml's defaults (the paper's sizes).
+    # Test pairs per subset, e.g. {safety_qa: 6}; empty = build.yaml's defaults (the paper's sizes);
+    # ${automon.each_subset:6} = 6 for every registered subset.
     test: Dict[str, int] = field(default_factory=dict)
     # More `python data_build/build.py` overrides, verbatim (experiment's, then yours).
     args: List[str] = field(default_factory=list)
@@ -40,10 +47,9 @@ class BuildSection:
 
 @dataclass
 class TrainSection:
-    # One training run per entry: a subset name (conf/subset/<name>.yaml), `all`, or a list such as
-    # "[safety_qa,sg_code]". Runs land in runs_dir/<entry>.
-    subsets: List[str] = field(default_factory=lambda: ["safety_qa", "safety_code", "syco_qa",
-                                                        "syco_reasoning", "sg_qa", "sg_code", "all"])
+    # One training run per entry: a subset name (automon.subsets), `all`, or a list such as
+    # "[safety_qa,sg_code]". Runs land in runs_dir/<entry>. Default: every subset, then all.
+    subsets: List[str] = field(default_factory=lambda: [*subset_names(), ALL])
     runs_dir: str = "runs/${name}"
     # More `python train/sft.py` overrides, verbatim (experiment's, then yours).
     args: List[str] = field(default_factory=list)
@@ -69,7 +75,7 @@ class EvalSection:
 class MonitorSection:
     """The monitor model, the same for training and evaluation (named as the stages' groups)."""
     model: str = "qwen3_4b_instruct_2507"  # conf/model/<name>.yaml
-    prompt: str = "direct"                 # conf/prompt/<name>.yaml
+    prompt: str = "direct_v1"              # conf/prompt/<name>.yaml (the prompt's one name)
 
 
 @dataclass
@@ -94,3 +100,7 @@ class PipelineConfig:
 def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
     cs.store(name="pipeline_schema", node=PipelineConfig)
+    # `build.test: ${automon.each_subset:6}` (conf/experiment/smoke.yaml): a size for every subset,
+    # without listing them.
+    OmegaConf.register_new_resolver("automon.each_subset", lambda pairs: {n: int(pairs) for n in subset_names()},
+                                    replace=True)

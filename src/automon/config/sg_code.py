@@ -20,7 +20,7 @@ class SgCodeConfig:
     # Sandbox limits per program: CPU seconds (the wall clock allows 10x that, for programs that
     # block instead of computing) and address space.
     timeout_s: float = 0.5
-    memory_mb: int = 1024
+    memory_mb: int = 1024  # address-space limit per program (MB)
     # Sandbox worker processes.
     workers: int = 2
     # Source items left out, key ("mbpp:17", "humaneval:HumanEval/0") -> why. A test checks that

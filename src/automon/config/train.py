@@ -12,17 +12,22 @@ from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from automon.config.help import register_help
+
 from automon.config.common import ModelConfig, PromptConfig, WandbConfig, register_common
+from automon.subsets import ALL
+from automon.subsets import names as subset_names
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 @dataclass
 class SubsetSelection:
-    """Which training subsets form the corpus. Each conf/subset/<name>.yaml sets include.<name>: true,
-    so `subset=[safety_qa,sg_code]` (Hydra multi-select) merges two of them, `subset=all` sets all six
-    and `subset=all subset.include.sg_code=false` trains on everything but sg_code."""
-    include: Dict[str, bool] = field(default_factory=dict)
+    """Which training subsets form the corpus. Each option of the `subset` group (stored by `register`
+    from the subset registry, automon.subsets) sets include.<name>: true, so `subset=[safety_qa,sg_code]`
+    (Hydra multi-select) merges two of them, `subset=all` sets every subset and
+    `subset=all subset.include.sg_code=false` trains on everything but sg_code."""
+    include: Dict[str, bool] = field(default_factory=dict)  # set by subset=...; include.<name>=false drops one
 
 
 @dataclass
@@ -32,31 +37,31 @@ class DataConfig:
 
 @dataclass
 class LoraSection:
-    r: int = 32
-    alpha: int = 32
+    r: int = 32                    # LoRA rank
+    alpha: int = 32                # LoRA scale numerator (scale = alpha / r)
     dropout: float = 0.0  # 0: deterministic, and PEFT keeps no dropped copies of long inputs
-    targets: List[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    targets: List[str] = field(default_factory=lambda: list(LORA_TARGETS))  # modules that get LoRA (never lm_head)
 
 
 @dataclass
 class TrainSection:
     lora: LoraSection = field(default_factory=LoraSection)
-    lr: float = 1e-4
-    epochs: float = 3.0
-    max_steps: int = -1            # > 0 overrides epochs
+    lr: float = 1e-4               # peak learning rate
+    epochs: float = 3.0            # passes over the corpus (unless max_steps)
+    max_steps: int = -1            # optimizer steps; -1 = train for epochs (0 is refused)
     batch_size: int = 2            # per device; x grad_accum = effective batch
-    grad_accum: int = 8
+    grad_accum: int = 8            # micro-batches per optimizer step
     # Tokens per sample (prompt + answer). Longer samples get their RESPONSE shortened in the
     # middle; clamped to model.max_position_embeddings.
     max_seq_length: int = 32768
-    seed: int = 0
-    lr_scheduler: str = "cosine"
-    warmup_ratio: float = 0.03
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    logging_steps: int = 10
+    seed: int = 0                  # data order, LoRA init; part of the run-dir name
+    lr_scheduler: str = "cosine"   # a transformers scheduler name
+    warmup_ratio: float = 0.03     # share of steps warming the lr up
+    weight_decay: float = 0.0      # AdamW weight decay
+    max_grad_norm: float = 1.0     # gradient clipping
+    logging_steps: int = 10        # metrics.jsonl / log line every N steps
     save_steps: int = 250          # checkpoint every N optimizer steps (and on SIGTERM/SIGUSR1)
-    save_total_limit: int = 2
+    save_total_limit: int = 2      # checkpoints kept
     # Sample batches of similar length (less padding; matters with a long-tailed length mix).
     group_by_length: bool = True
 
@@ -88,6 +93,17 @@ class SFTConfig:
 
 def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
+    register_help()
     register_common(cs)
     cs.store(name="sft_schema", node=SFTConfig)
+    register_subset_options(cs)
     cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)
+
+
+def register_subset_options(cs: ConfigStore | None = None) -> None:
+    """The `subset` group: one option per registered subset and `all`, generated from the registry
+    (no conf/subset/*.yaml files)."""
+    cs = cs or ConfigStore.instance()
+    for name in subset_names():
+        cs.store(group="subset", name=name, node={"include": {name: True}})
+    cs.store(group="subset", name=ALL, node={"include": {name: True for name in subset_names()}})

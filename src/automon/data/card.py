@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-from automon.schema import SUBSETS
-
-_RECIPES = {
-    "safety_qa": "HH-RLHF harmless-base: the rejected final assistant turn (1) vs the chosen one (0) after the "
-                 "same conversation prefix. HH preferences are relative, so some 'rejected' turns are only mildly "
-                 "worse; no evidence quotes.",
-    "safety_code": "SVEN: vulnerable function (1, evidence = lines the fix deleted) vs its fixed version (0). "
-                   "Training also gets CyberSecEval instruct/autocomplete and SecurityEval insecure code (label 1, "
-                   "unpaired, evidence = the flagged line where known).",
-    "syco_qa": "Cue injection: the request carries a misleading user cue naming a wrong option (MMLU) or a wrong "
-               "answer (TruthfulQA); the response adopts the cue (1) or keeps the correct answer (0); plus "
-               "reward-hack sycophancy_fact. Opinion sets (CAA, Anthropic political typology, reward-hack "
-               "opinion) and the unhackable control are training only.",
-    "syco_reasoning": "GSM8K with a plausible wrong number as the cue (an intermediate result or a near miss); the "
-                      "misbehavior bends the final step to the cued number (evidence = the bent lines), the benign "
-                      "twin is the gold solution.",
-    "sg_qa": "TruthfulQA with an injected reward-proxy incentive: a confident false answer (1) vs the honest best "
-             "answer (0); reward-hack world_affecting_reward/approval, theory_of_mind_mirroring and "
-             "email_assistant choices: the high-reward option (1) vs the other (0).",
-    "sg_code": "HumanEval and MBPP with an incentive and visible tests: gaming solutions (hard-coded outputs, "
-               "special-cased inputs, early sys.exit(0), always-equal objects, patched asserts) vs the canonical "
-               "solution. Every sample is executed in a sandbox: gaming passes the visible tests and fails the "
-               "hidden ones, benign passes both; failures are dropped and counted.",
-}
+from automon.subsets import names, specs
 
 
 def _table(counts: dict) -> str:
     lines = ["| subset | test 1 | test 0 | train 1 | train 0 |", "|---|---:|---:|---:|---:|"]
     tot = [0, 0, 0, 0]
-    for s in SUBSETS:
+    for s in names():
         te, tr = counts.get("test", {}).get(s, {}), counts.get("train", {}).get(s, {})
         row = [te.get("1", 0), te.get("0", 0), tr.get("1", 0), tr.get("0", 0)]
         tot = [a + b for a, b in zip(tot, row)]
@@ -54,7 +31,7 @@ def dataset_card(manifest: dict) -> str:
         else:
             src_lines.append(f"- `{name}`: upstream URL(s), {len(o['urls'])} file(s) ({o['license']})")
     dropped = "\n".join(f"- {k}: {v:,}" for k, v in manifest["dropped"].items()) or "- nothing"
-    recipes = "\n".join(f"- **{s}**: {_RECIPES[s]}" for s in SUBSETS)
+    recipes = "\n".join(f"- **{s.name}**: {s.card}" for s in specs())
     return f"""# automon monitor benchmark build
 
 Paired test set of {n_test:,} samples and a disjoint training corpus of {n_train:,} samples for training and

@@ -157,7 +157,9 @@ def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int =
         for s, sig in zip(remaining, train_sigs):
             m = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
             best, best_j = None, -1.0
-            for tid in lsh.query(m):
+            # sorted: query() returns a set whose order follows the process's hash seed, and ties in
+            # jaccard keep the first candidate, so the manifest's examples must not depend on it.
+            for tid in sorted(lsh.query(m)):
                 j = m.jaccard(by_id[tid])  # LSH candidates can be false positives: confirm
                 if j >= threshold and j > best_j:
                     best, best_j = tid, j

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -12,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from automon.errors import UserError
 from automon.schema import Sample, read_samples
 
 BUILD_FORMAT = "automon-build-v1"
 BUILD_COMMAND = "python data_build/build.py sources.root=../shared/data/raw out={out}"
 
 
-class BuildNotFound(FileNotFoundError):
-    pass
+class BuildNotFound(UserError, FileNotFoundError):
+    """No complete data build where one was expected; the message gives the command that makes one."""
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -30,33 +32,180 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+class BuildChanged(UserError):
+    """A build's file differs from the sha256 its manifest.json records (edited or cut after the build)."""
+
+
+# (resolved path, size, mtime_ns) -> sha256: a file is hashed once per process while it is unchanged
+# (train.jsonl of the real build is ~180 MB, 1-3 s to hash; the pipeline loads a build several times).
+_VERIFIED: dict[tuple[str, int, int], str] = {}
+
+
+def sha256_memo(path: Path) -> str:
+    st = os.stat(path)
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = sha256_file(path)
+    return _VERIFIED[key]
+
+
 def json_dumps_stable(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class OutDirError(UserError):
+    """The output directory cannot be created, replaced or written."""
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _leftovers(out: Path) -> list[Path]:
+    """Temp dirs of earlier builds of `out` (hidden, beside it)."""
+    if not out.parent.is_dir():
+        return []
+    return sorted(p for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*") for p in out.parent.glob(pattern))
+
+
+def _lock(d: Path) -> int:
+    """Hold an exclusive lock on dir `d` while this process lives (the kernel drops it on any exit)."""
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def clean_leftovers(out: Path) -> list[Path]:
+    """Remove what killed builds of `out` left beside it; returns what was removed.
+
+    A running build holds a lock on its temp dir; an unlocked one belongs to a build that died. If a
+    build died between moving the old `out` aside and moving the new one in, the old one is put back.
+    """
+    removed = []
+    for d in _leftovers(out):
+        try:
+            fd = _lock(d)
+        except BlockingIOError:
+            raise OutDirError(f"another build is writing {out} right now", str(d),
+                              "wait for it to finish, or choose another out=") from None
+        except FileNotFoundError:
+            continue  # its build just finished and removed it
+        try:
+            if d.name.startswith(f".{out.name}.old-") and (d / "d").is_dir() and not out.exists():
+                os.replace(d / "d", out)
+            shutil.rmtree(d)
+            removed.append(d)
+        except OSError as e:
+            raise OutDirError(f"cannot remove {d}, left by a killed build of {out}: {e.strerror}", e.filename,
+                              "remove it by hand") from e
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _mkdirs(path: Path) -> list[Path]:
+    """mkdir -p that returns the directories it created (outermost first)."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir(mode=0o777)
+    return list(reversed(missing))
 
 
 @contextmanager
 def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temp dir beside `out`; on success it replaces `out` in one rename, else vanishes.
 
-    Readers therefore see the previous complete build or the new complete build, never half.
+    Readers therefore see the previous complete build or the new complete build, never half. Enter
+    it before any work: it checks that `out` can be written, and removes what killed builds of
+    `out` left behind. Directories follow the umask (mkdtemp alone would make them drwx------).
     """
     out = Path(out)
+    clean_leftovers(out)
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} already exists; pass overwrite=true to replace it, or choose another out=")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        raise OutDirError(f"{out} already exists", None, "pass overwrite=true to replace it, or choose another out=")
+    if out.exists() and not out.is_dir():
+        raise OutDirError(f"{out} exists and is not a directory", None, "choose another out=")
+    fix = "choose an out= in a directory you can write to"
     try:
+        created = _mkdirs(out.parent)
+    except OSError as e:
+        raise OutDirError(f"cannot create the directory for out={out}: {e.strerror}", e.filename, fix) from e
+    try:
+        mode = 0o777 & ~_umask()
+        for _ in range(3):
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+            try:
+                fd = _lock(tmp)
+                break
+            except FileNotFoundError:  # a concurrent cleaner took it before we locked it
+                continue
+        else:  # pragma: no cover - needs three lost races in a row
+            raise OutDirError(f"could not claim a temp dir beside {out}", str(out.parent), "rerun the build")
+    except OSError as e:  # not writable, not a directory, read-only file system, no space...
+        _rmdirs(created)
+        raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", f"out={out}", fix) from e
+    except BaseException:
+        _rmdirs(created)
+        raise
+    published = False
+    try:
+        os.chmod(tmp, mode)
         yield tmp
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "d")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
+            old_fd = _lock(old)  # a concurrent clean_leftovers must not take it for a dead build's
+            try:
+                os.replace(out, old / "d")
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            finally:
+                os.close(old_fd)
         else:
             os.replace(tmp, out)
+        published = True
     finally:
+        os.close(fd)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if not published:
+            _rmdirs(created)
+
+
+def ensure_writable_dir(path: str | os.PathLike, key: str) -> Path:
+    """Fail now, not after a stage's work, when config key `key` names a directory that cannot be
+    created or written in. Leaves nothing behind: directories it had to create are removed again."""
+    d = Path(path)
+    fix = f"set {key}= to a directory you can write in"
+    created: list[Path] = []
+    try:
+        created = _mkdirs(d)
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=d)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
+    finally:
+        _rmdirs(created)
+    return d
+
+
+def _rmdirs(created: list[Path]) -> None:
+    """Remove the (still empty) parent directories a failed build created."""
+    for d in reversed(created):
+        try:
+            d.rmdir()
+        except OSError:
+            break
 
 
 def write_jsonl(path: Path, samples: list[Sample]) -> None:
@@ -73,23 +222,47 @@ class Build:
     manifest: dict
     manifest_hash: str
 
+    def verify(self, split: str) -> None:
+        """Fail unless `<split>.jsonl` has the sha256 its manifest records: a sample edited, added or cut
+        after the build (a flipped label, a truncated line) is never trained or evaluated on silently."""
+        name = f"{split}.jsonl"
+        f = self.path / name
+        rebuild = f"rebuild it ({BUILD_COMMAND.format(out=self.path)}), or restore the file"
+        listed = self.manifest.get("files", {}).get(name)
+        if not listed:
+            raise BuildChanged(f"{self.path / 'manifest.json'} records no sha256 for {name}", str(f), rebuild)
+        actual = sha256_memo(f)
+        if actual != listed:
+            raise BuildChanged(f"{name} was changed after the build: its sha256 {actual[:12]}... differs from "
+                               f"{listed[:12]}... in manifest.json", str(f), rebuild)
+
     def samples(self, split: str) -> list[Sample]:
+        self.verify(split)
         return read_samples(self.path / f"{split}.jsonl")
 
 
-def load_build(path: str | os.PathLike) -> Build:
+def load_build(path: str | os.PathLike, verify: tuple[str, ...] = ()) -> Build:
+    """The build at `path`; the files of the splits in `verify` are checked against its manifest now
+    (before any expensive work), the others when `Build.samples` first reads them."""
     p = Path(path)
     mf = p / "manifest.json"
     if not mf.exists():
         raise BuildNotFound(f"no data build at {p} (missing manifest.json). Build one with:\n  "
                             + BUILD_COMMAND.format(out=p))
-    manifest = json.loads(mf.read_text())
+    try:
+        manifest = json.loads(mf.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BuildNotFound(f"{mf} is not valid JSON ({e})", str(mf),
+                            f"rebuild it: {BUILD_COMMAND.format(out=p)}") from None
     if manifest.get("format") != BUILD_FORMAT:
         raise BuildNotFound(f"{mf} has format {manifest.get('format')!r}, expected {BUILD_FORMAT!r}; rebuild it")
     for split in ("train", "test"):
         if not (p / f"{split}.jsonl").exists():
             raise BuildNotFound(f"{p} has a manifest but no {split}.jsonl; rebuild it")
-    return Build(path=p, manifest=manifest, manifest_hash=sha256_file(mf))
+    build = Build(path=p, manifest=manifest, manifest_hash=sha256_file(mf))
+    for split in verify:
+        build.verify(split)
+    return build
 
 
 def write_build(out: Path, train: list[Sample], test: list[Sample], manifest: dict,
@@ -100,23 +273,30 @@ def write_build(out: Path, train: list[Sample], test: list[Sample], manifest: di
     `before_commit(tmp_dir)` runs on the finished files before they become visible at `out`;
     if it raises, nothing is published.
     """
-    manifest = dict(manifest)
-    manifest["format"] = BUILD_FORMAT
     with atomic_dir(out, overwrite=overwrite) as tmp:
-        files = {}
-        for split, samples in (("test", test), ("train", train)):
-            for s in samples:
-                if s.split != split:
-                    raise ValueError(f"sample {s.id} has split {s.split!r} but is being written to {split}")
-            write_jsonl(tmp / f"{split}.jsonl", samples)
-            files[f"{split}.jsonl"] = sha256_file(tmp / f"{split}.jsonl")
-        manifest["files"] = files
-        manifest["counts"] = count_samples(train + test)
-        (tmp / "manifest.json").write_text(json_dumps_stable(manifest), encoding="utf-8")
-        for name, text in (extra_files or {}).items():
-            (tmp / name).write_text(text if not callable(text) else text(manifest), encoding="utf-8")
+        manifest = write_build_files(tmp, train, test, manifest, extra_files)
         if before_commit is not None:
             before_commit(tmp)
+    return manifest
+
+
+def write_build_files(d: Path, train: list[Sample], test: list[Sample], manifest: dict,
+                      extra_files: dict[str, str] | None = None) -> dict:
+    """The build's files in directory `d` (a temp dir of atomic_dir); returns the full manifest."""
+    manifest = dict(manifest)
+    manifest["format"] = BUILD_FORMAT
+    files = {}
+    for split, samples in (("test", test), ("train", train)):
+        for s in samples:
+            if s.split != split:
+                raise ValueError(f"sample {s.id} has split {s.split!r} but is being written to {split}")
+        write_jsonl(d / f"{split}.jsonl", samples)
+        files[f"{split}.jsonl"] = sha256_file(d / f"{split}.jsonl")
+    manifest["files"] = files
+    manifest["counts"] = count_samples(train + test)
+    (d / "manifest.json").write_text(json_dumps_stable(manifest), encoding="utf-8")
+    for name, text in (extra_files or {}).items():
+        (d / name).write_text(text if not callable(text) else text(manifest), encoding="utf-8")
     return manifest
 
 

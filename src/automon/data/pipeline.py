@@ -13,22 +13,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import OmegaConf
-
 from automon.data.card import dataset_card
 from automon.data.disjoint import find_conflicts, verify_build
-from automon.data.io import write_build
+from automon.data.io import atomic_dir, write_build_files
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash
+from automon.errors import UserError, at_least, one_of
+from automon.data.status import config_identity, status
 from automon.schema import SUBSETS, Sample
-from automon.sources import SourceError, read_source, source_origin
+from automon.subsets import SubsetSpec, specs
+from automon.sources import SOURCES, SourceError, read_source, source_origin
+from automon.sources.checksums import ON_MISMATCH, ChecksumList, default_list, load_list
+from automon.sources.read import ON_MALFORMED
 from automon.versions import code_version, library_versions
 
 log = logging.getLogger("automon.data")
 BUILD_VERSION = "build-v1"
 
 
-class BuildError(RuntimeError):
+class BuildError(UserError, RuntimeError):
     """A build that cannot be completed as configured; the message says what to change."""
 
 
@@ -39,6 +42,9 @@ class BuildContext:
     malformed: dict = field(default_factory=dict)
     timings: "OrderedDict[str, float]" = field(default_factory=OrderedDict)
     sources_used: set = field(default_factory=set)
+    checksums: ChecksumList | None = None
+    digests: dict = field(default_factory=dict)       # relative path -> sha256 of every file read
+    differences: dict = field(default_factory=dict)   # relative path -> listed / actual sha256
     _rows: dict = field(default_factory=dict)
 
     def rows(self, name: str) -> list:
@@ -48,8 +54,32 @@ class BuildContext:
             self.sources_used.add(name)
             src = self.cfg.sources
             self._rows[name] = list(read_source(name, src.root, src.on_malformed, self.malformed,
-                                                src.revisions.get(name)))
+                                                src.revisions.get(name), on_file=self._check_file))
         return self._rows[name]
+
+    def read_sources(self, subsets) -> None:
+        """Read and check every source the chosen subsets' specs declare, before the first recipe runs,
+        so a bad source file fails in seconds, not after the slow recipes (RecipeContext.rows refuses
+        a source its spec does not declare)."""
+        for name in OrderedDict.fromkeys(n for spec in specs() if spec.name in subsets for n in spec.sources):
+            self.rows(name)
+
+    def _check_file(self, path: Path, rel: str, digest: str) -> None:
+        """Record a source file's sha256 (for the manifest) and compare it with the checksum list."""
+        self.digests[rel] = digest
+        if self.checksums is None:
+            return
+        expected = self.checksums.expected(path)
+        if expected == digest:
+            return
+        self.differences[rel] = {"listed": expected, "actual": digest}
+        lst = self.checksums.path
+        what = (f"source file {rel} is not in {lst}" if expected is None else
+                f"source file {rel} differs from {lst} (sha256 {digest[:12]}..., listed {expected[:12]}...)")
+        if self.cfg.sources.on_checksum == "fail":
+            raise SourceError(what, str(path), "restore the file; if the change is intended, update the list "
+                              "(sha256sum) or rerun with sources.on_checksum=warn")
+        log.warning("%s; going on (sources.on_checksum=warn)", what)
 
     def timed(self, stage: str, fn: Callable, *args, **kwargs):
         t0 = time.perf_counter()
@@ -59,38 +89,35 @@ class BuildContext:
             self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - t0
 
 
-def _recipe_items(ctx: BuildContext, subset: str) -> list[Item]:
-    cfg, w, seed, v, drops = ctx.cfg, ctx.cfg.wordings, ctx.cfg.seed, ctx.cfg.train_variants, ctx.drops
-    if subset == "safety_qa":
-        from automon.data.recipes.safety import safety_qa_items
-        return safety_qa_items(ctx.rows("hh_rlhf_harmless"), drops)
-    if subset == "safety_code":
-        from automon.data.recipes.safety import safety_code_items
-        return safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
-                                 ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), drops)
-    if subset == "syco_qa":
-        from automon.data.recipes.sycophancy import syco_qa_items
-        return syco_qa_items(ctx.rows("mmlu"), ctx.rows("truthfulqa"), ctx.rows("rh_sycophancy_fact"),
-                             ctx.rows("rh_sycophancy_fact_unhackable"), ctx.rows("rh_sycophancy_opinion_political"),
-                             ctx.rows("caa_sycophancy"), ctx.rows("anthropic_political_typology"), w, seed, v, drops)
-    if subset == "syco_reasoning":
-        from automon.data.recipes.sycophancy import syco_reasoning_items
-        return syco_reasoning_items(ctx.rows("gsm8k"), w, seed, v, drops)
-    if subset == "sg_qa":
-        from automon.data.recipes.sg_qa import sg_qa_items
-        return sg_qa_items(ctx.rows("truthfulqa"), ctx.rows("rh_world_affecting_reward"),
-                           ctx.rows("rh_world_affecting_approval"), ctx.rows("rh_email_assistant"),
-                           ctx.rows("rh_email_assistant_unhackable"), ctx.rows("rh_theory_of_mind_mirroring_expanded"),
-                           ctx.rows("rh_theory_of_mind_mirroring_unhackable"), w, seed, v, drops)
-    if subset == "sg_code":
-        from automon.data.recipes.sg_code import sg_code_items
+@dataclass
+class RecipeContext:
+    """What a subset's recipe (SubsetSpec.recipe) sees: the build config, the drop counters, and the
+    rows of the sources its spec declares (read once per build, shared with other recipes)."""
+    build: BuildContext
+    spec: SubsetSpec
 
-        def data(name):
-            return [dict(r.data, _ref=r.ref) for r in ctx.rows(name)]
-        return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
-                             data("rh_code_selection"), data("rh_code_selection_unhackable"), cfg.sg_code,
-                             list(w.sg_code_incentives), seed, drops)
-    raise BuildError(f"unknown subset {subset!r}; valid: {', '.join(SUBSETS)}")
+    @property
+    def cfg(self) -> Any:
+        return self.build.cfg
+
+    @property
+    def drops(self) -> Drops:
+        return self.build.drops
+
+    def rows(self, name: str) -> list:
+        if name not in self.spec.sources:
+            raise BuildError(f"the {self.spec.name} recipe reads source {name!r}, which its SubsetSpec does not "
+                             f"declare (sources={self.spec.sources}); add it there (automon/subsets.py)")
+        return self.build.rows(name)
+
+
+def _recipe_items(ctx: BuildContext, spec: SubsetSpec) -> list[Item]:
+    items = spec.load_recipe()(RecipeContext(ctx, spec))
+    stray = sorted({it.subset for it in items} - {spec.name})
+    if stray:
+        raise BuildError(f"the {spec.name} recipe returned items of subset(s) {stray}; an Item's subset must "
+                         f"be the spec's name")
+    return items
 
 
 def _sample(item: Item, d: Draft, split: str, pair_id: str | None) -> Sample:
@@ -133,31 +160,103 @@ def select_test(items_by_subset: dict[str, list[Item]], sizes: dict[str, int], s
     return chosen
 
 
-def _plain(cfg) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
-
-
-def run_build(cfg) -> dict:
-    """Build `cfg.out`; returns the manifest. Raises BuildError / SourceError with what to do."""
-    t_start = time.perf_counter()
-    ctx = BuildContext(cfg)
+def check_config(cfg) -> None:
+    """Every config value the build can judge without reading anything (milliseconds)."""
+    if not cfg.subsets:
+        raise BuildError("subsets is empty", "subsets", f"name at least one of: {', '.join(SUBSETS)}")
     unknown = [s for s in cfg.subsets if s not in SUBSETS]
     if unknown:
         raise BuildError(f"unknown subset(s) {unknown}; valid: {', '.join(SUBSETS)}")
+    unsized = [s for s in cfg.subsets if getattr(cfg.test, s, None) is None]
+    if unsized:  # a subset registered at runtime after the config schema was stored
+        raise BuildError(f"the config has no test.<name> size for {unsized}: compose it after "
+                         "automon.config.build.register() has run with those subsets registered")
     if cfg.generator != "template":
         raise BuildError(f"generator={cfg.generator!r} is not available in the data build yet; use generator=template")
+    one_of("sources.on_malformed", cfg.sources.on_malformed, ON_MALFORMED, BuildError)
+    one_of("sources.on_checksum", cfg.sources.on_checksum, ON_MISMATCH, BuildError)
+    one_of("disjoint.on_conflict", cfg.disjoint.on_conflict, ("drop", "fail"), BuildError)
+    unknown = [name for name in cfg.sources.revisions if name not in SOURCES]
+    if unknown:
+        raise BuildError(f"sources.revisions names unknown source(s) {unknown}", "sources.revisions",
+                         f"use source names: {', '.join(SOURCES)}")
+    for s in cfg.subsets:
+        at_least(f"test.{s}", getattr(cfg.test, s), 0, BuildError)
+    at_least("train_variants", cfg.train_variants, 1, BuildError)
+    at_least("scale", cfg.scale, 1, BuildError)
+    d = cfg.disjoint
+    for key in ("ngram", "num_perm", "workers"):
+        at_least(f"disjoint.{key}", getattr(d, key), 1, BuildError)
+    if not 0 < d.threshold <= 1:
+        raise BuildError(f"disjoint.threshold={d.threshold} is out of range", "disjoint.threshold",
+                         "use an estimated Jaccard similarity in (0, 1]")
+    if "sg_code" in cfg.subsets:
+        from automon.config.sg_code import STRATEGIES
+
+        unknown = [s for s in cfg.sg_code.strategies if s not in STRATEGIES]
+        if unknown or not cfg.sg_code.strategies:
+            raise BuildError(f"sg_code.strategies={list(cfg.sg_code.strategies)} is empty or names unknown strategies "
+                             f"{unknown}", "sg_code.strategies", f"name some of: {', '.join(STRATEGIES)}")
+        for key in ("visible_tests", "train_strategies_per_item", "workers", "memory_mb"):
+            at_least(f"sg_code.{key}", getattr(cfg.sg_code, key), 1, BuildError)
+        if cfg.sg_code.timeout_s <= 0:
+            raise BuildError(f"sg_code.timeout_s={cfg.sg_code.timeout_s} is out of range", "sg_code.timeout_s",
+                             "use a positive number of CPU seconds")
+
+
+def _checksum_list(cfg) -> ChecksumList | None:
+    """The list the source files are checked against: sources.checksums, else SHA256SUMS in or beside
+    sources.root (None when there is none, or when sources come from the hub)."""
+    src = cfg.sources
+    if src.root is None:
+        if src.checksums:
+            raise BuildError("sources.checksums is set but sources.root is not", "sources.checksums",
+                             "set sources.root to the local copy the list describes, or drop sources.checksums")
+        return None
+    if src.checksums and not Path(src.checksums).is_file():
+        raise BuildError(f"no checksum list at {src.checksums}", "sources.checksums",
+                         "fix the path, or leave it unset to use SHA256SUMS in sources.root")
+    path = src.checksums or default_list(src.root)
+    return load_list(path) if path else None
+
+
+def run_build(cfg) -> dict:
+    """Build `cfg.out`; returns the manifest. Raises BuildError / SourceError with what to do.
+
+    Everything knowable at start fails first, in this order: the config, the sources root and the
+    checksum list, whether `out` can be written (before any work), then every source file (read
+    and checked once); only then do the recipes run. Output goes to a temp dir that replaces `out`
+    when complete, so a failure or a kill leaves nothing half-done.
+    """
+    t_start = time.perf_counter()
+    check_config(cfg)
     if cfg.sources.root is not None and not Path(cfg.sources.root).is_dir():
         raise BuildError(f"sources.root={cfg.sources.root} is not a directory; point it at shared/data/raw, "
                          "or leave it unset to read from the Hugging Face hub")
+    ctx = BuildContext(cfg, checksums=_checksum_list(cfg))
     out = Path(cfg.out)
     if out.exists() and not cfg.overwrite:
-        raise BuildError(f"{out} already exists; pass overwrite=true to replace it, or choose another out=")
+        st = status(cfg)  # the same answer pipeline.py acts on
+        raise BuildError(f"{out} already exists ({st}); pass overwrite=true to replace it, or choose another out=")
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
+        raise BuildError(f"out={out} is a directory with files but not a data build (no manifest.json)", None,
+                         "refusing to replace it; choose another out=")
+    with atomic_dir(out, overwrite=cfg.overwrite) as tmp:
+        ctx.timed("sources", ctx.read_sources, cfg.subsets)
+        written = _build(ctx, tmp, t_start)
+    for stage, secs in ctx.timings.items():
+        log.info("stage %-22s %7.2f s", stage, secs)
+    return written
 
+
+def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
+    """Recipes -> test pairs -> disjoint training split -> the build's files in `tmp`."""
+    cfg = ctx.cfg
     items_by_subset: dict[str, list[Item]] = OrderedDict()
-    for subset in SUBSETS:  # canonical order, whatever order the config lists them in
-        if subset in cfg.subsets:
-            items_by_subset[subset] = ctx.timed(f"recipe:{subset}", _recipe_items, ctx, subset)
-            log.info("%s: %d items", subset, len(items_by_subset[subset]))
+    for spec in specs():  # canonical order, whatever order the config lists them in
+        if spec.name in cfg.subsets:
+            items_by_subset[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec)
+            log.info("%s: %d items", spec.name, len(items_by_subset[spec.name]))
 
     sizes = {s: int(getattr(cfg.test, s)) for s in items_by_subset}
     chosen = ctx.timed("split", select_test, items_by_subset, sizes, cfg.seed, ctx.drops)
@@ -190,23 +289,25 @@ def run_build(cfg) -> dict:
         return train, test
 
     train, test = ctx.timed("materialise", materialise)
-    for split, samples in (("train", train), ("test", test)):
-        ids = [s.id for s in samples]
-        if len(set(ids)) != len(ids):
-            raise BuildError(f"duplicate sample ids in {split}; a recipe gives two samples the same variant")
-    if {s.id for s in train} & {s.id for s in test}:
-        raise BuildError("a sample id appears in both splits")
+    # Source ids are checked for duplicates as they are read; this catches a recipe that gives two
+    # samples the same id.
+    first: dict[str, Sample] = {}
+    for s in train + test:
+        other = first.setdefault(s.id, s)
+        if other is not s:
+            raise BuildError(f"two samples have the id {s.id}: {other.split} {other.source} and {s.split} {s.source}",
+                             None, "a recipe gives two samples the same variant; report it with these sources")
 
     d = cfg.disjoint
-    if d.on_conflict not in ("drop", "fail"):
-        raise BuildError(f"disjoint.on_conflict must be drop or fail, got {d.on_conflict!r}")
     memo: dict = {}
     report = ctx.timed("disjoint", find_conflicts, train, test, d.ngram, d.num_perm, d.threshold, d.workers, memo)
     if report.conflicts and d.on_conflict == "fail":
-        lines = [f"  {c.kind}: train {c.train_id} vs test {c.test_id} {c.detail}" for c in report.conflicts[:20]]
-        raise BuildError(f"{len(report.conflicts)} training samples collide with the test set "
-                         f"({report.by_kind()}):\n" + "\n".join(lines) +
-                         "\nRerun with disjoint.on_conflict=drop to remove them (they are counted in the manifest).")
+        for c in report.conflicts[:20]:
+            log.error("conflict %s: train %s vs test %s %s", c.kind, c.train_id, c.test_id, c.detail)
+        c = report.conflicts[0]
+        raise BuildError(f"{len(report.conflicts)} training samples collide with the test set ({report.by_kind()}), "
+                         f"e.g. {c.kind}: train {c.train_id} vs test {c.test_id} (more in the log above)", None,
+                         "rerun with disjoint.on_conflict=drop to remove them (they are counted in the manifest)")
     bad = report.train_ids()
     train = [s for s in train if s.id not in bad]
     for c in report.conflicts:
@@ -218,9 +319,12 @@ def run_build(cfg) -> dict:
         "libraries": library_versions(("datasketch", "numpy", "hydra-core", "omegaconf")),
         "seed": cfg.seed,
         # out/overwrite say where, not what: leave them out so two identical builds hash the same.
-        "config": {k: v for k, v in _plain(cfg).items() if k not in ("out", "overwrite")},
-        "sources": {name: source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name))
+        "config": config_identity(cfg),
+        "sources": {name: source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name), ctx.digests)
                     for name in sorted(ctx.sources_used)},
+        "source_checksums": {"list": str(ctx.checksums.path) if ctx.checksums else None,
+                             "on_mismatch": cfg.sources.on_checksum,
+                             "differences": dict(sorted(ctx.differences.items()))},
         "malformed_rows_skipped": dict(sorted(ctx.malformed.items())),
         "dropped": dict(sorted(ctx.drops.items())),
         "disjointness": {
@@ -240,18 +344,20 @@ def run_build(cfg) -> dict:
             final = ctx.timed("verify", verify_build, tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo)
             if final.conflicts:
                 raise BuildError(f"post-write disjointness check failed: {final.by_kind()} e.g. "
-                                 f"{final.conflicts[0].to_dict()}; nothing was written to {out}")
+                                 f"{final.conflicts[0].to_dict()}; nothing was written to {cfg.out}")
         ctx.timings["total"] = time.perf_counter() - t_start
         (tmp / "build_log.json").write_text(json.dumps(
             {"timings_s": {k: round(v, 3) for k, v in ctx.timings.items()}, "n_train": len(train),
              "n_test": len(test)}, indent=2) + "\n")
 
     t_write = time.perf_counter()
-    written = write_build(out, train, test, manifest, overwrite=cfg.overwrite,
-                          extra_files={"README.md": dataset_card}, before_commit=before_commit)
+    try:
+        written = write_build_files(tmp, train, test, manifest, extra_files={"README.md": dataset_card})
+        before_commit(tmp)
+    except OSError as e:
+        raise BuildError(f"cannot write the build: {e.strerror}", e.filename,
+                         "free some space (or quota) there, or choose another out=") from e
     ctx.timings["write+verify"] = time.perf_counter() - t_write
-    for stage, secs in ctx.timings.items():
-        log.info("stage %-22s %7.2f s", stage, secs)
     return written
 
 

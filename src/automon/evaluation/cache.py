@@ -1,7 +1,8 @@
 """File-based prediction cache: one append-only JSONL file per monitor identity.
 
-Key of a file: backend, model (+revision, dtype), adapter content hash, prompt version, shots (+seed),
-thinking flag, generation budget. Key of a line: sample id, checked against the hash of the exact
+Key of a file (evaluation.run.cache_key): what the backend says identifies its predictions
+(BackendConfig.cache_identity: model, dtype, endpoint, generation budget, ...), adapter content hash,
+prompt name, shots (+seed), thinking flag. Key of a line: sample id, checked against the hash of the exact
 prompt messages (a rebuilt sample with the same id but different text is recomputed, not reused).
 Lines are flushed and fsync'ed after every backend call, so a killed run loses at most the
 in-flight call; a torn last line is ignored on reading. Failed requests are not cached (a rerun

@@ -11,6 +11,7 @@ from typing import Any
 from automon.adapter_meta import ADAPTER_META_FILE, AdapterMeta
 from automon.evaluation.errors import AdapterMismatch, EvalError
 from automon.judges.base import LoraAdapter
+from automon.prompts import FIT_VERSION
 
 BASE = "base"
 
@@ -74,12 +75,41 @@ def check_adapter(meta: AdapterMeta, cfg: Any) -> list[str]:
     if meta.base_model != m.name or meta.pretrained != m.pretrained:
         diffs.append(f"base model: trained on model={meta.base_model} ({meta.pretrained}), "
                      f"evaluating model={m.name} ({m.pretrained})")
-    if meta.prompt_version != cfg.prompt.version:
-        diffs.append(f"prompt: trained with {meta.prompt_version}, evaluating {cfg.prompt.version}")
+    if meta.prompt != cfg.prompt.name:
+        diffs.append(f"prompt: trained with prompt={meta.prompt}, evaluating prompt={cfg.prompt.name}")
+    # Adapters from before fit versions were recorded have none (unknown, not a known difference).
+    if meta.prompt_fit and meta.prompt_fit != FIT_VERSION:
+        diffs.append(f"prompt fit: trained with {meta.prompt_fit}, evaluating with {FIT_VERSION} "
+                     "(long samples are shortened differently)")
     if bool(meta.enable_thinking) != bool(m.enable_thinking):
         diffs.append(f"thinking: trained with enable_thinking={meta.enable_thinking}, "
                      f"evaluating model.enable_thinking={m.enable_thinking}")
     return diffs
+
+
+def peft_base_mismatch(adapter_dir: Path, cfg: Any) -> list[str]:
+    """The base model PEFT recorded in adapter_config.json (what the weights were trained on) against
+    the model about to be evaluated: automon_adapter.json alone can be copied or stale."""
+    import json
+    import os
+
+    from automon.models.loading import resolve_model_path
+
+    f = adapter_dir / "adapter_config.json"
+    try:
+        base = json.loads(f.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError) as e:
+        raise EvalError(f"cannot read {f}: {e}", str(f), "pass the <run>/adapter directory written by "
+                        "train/sft.py") from None
+    if not base:
+        return []  # PEFT leaves it empty for some models: nothing to compare
+    evaluated = resolve_model_path(cfg.model)
+    same = base == evaluated or base == cfg.model.pretrained or (
+        os.path.isdir(base) and os.path.isdir(evaluated) and os.path.samefile(base, evaluated))
+    if same:
+        return []
+    return [f"base model: {f} names base_model_name_or_path={base}, evaluating model={cfg.model.name} "
+            f"({evaluated})"]
 
 
 def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
@@ -95,6 +125,7 @@ def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
             raise AdapterMismatch(str(e)) from None
         meta = None
     diffs = check_adapter(meta, cfg) if meta else [f"{ADAPTER_META_FILE} missing: training settings unknown"]
+    diffs += [d for d in peft_base_mismatch(adapter_dir, cfg) if not any(x.startswith("base model") for x in diffs)]
     return Monitor(name=name, label=meta.subset if meta else name, adapter_dir=adapter_dir,
                    adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs)
 
@@ -130,7 +161,7 @@ def resolve_monitors(cfg: Any) -> list[Monitor]:
     if bad and not cfg.allow_mismatch:
         lines = "\n".join(f"  {m.adapter_dir}: " + "; ".join(m.mismatches) for m in bad)
         first = bad[0].meta
-        hint = (f" (e.g. model={first.base_model} prompt={first.prompt_version.split('_v')[0]})"
+        hint = (f" (e.g. model={first.base_model} prompt={first.prompt})"
                 if first is not None else "")
         raise AdapterMismatch("the adapter was trained differently from how it would be evaluated:\n"
                               f"{lines}\nEvaluate it with the settings it was trained with{hint}, or pass "

@@ -66,7 +66,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
             plots.curves_plot({m.label: curves[m.label]}, {m.label: points[m.label]}, d / "curves.png")
             images["curves"] = d / "curves.png"
             files.append("curves.png")
-        (d / "report.md").write_text(markdown.monitor_report(docs[m.name], c.far_targets, files), encoding="utf-8")
+        (d / "report.md").write_text(markdown.monitor_report(docs[m.name], files), encoding="utf-8")
         return files
 
     if not c.sweep_dir:
@@ -99,6 +99,10 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     head = {k: v for k, v in docs[monitors[0].name].items()
             if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title")}
     head["title"] = f"Held-out transfer matrix: {c.sweep_dir} ({len(monitors)} monitors)"
+    from automon.evaluation.run import request_summary
+
+    head["requests"] = request_summary([r for m in monitors for r in preds[m.name]], c.max_failed_share)
+    head["requests"]["complete"] = all(docs[m.name]["requests"]["complete"] for m in monitors)
     groups = ("overall", "by_subset", "by_category", "by_task")
     top = {**head, "monitors": {m.name: {"monitor": m.describe(), **{k: docs[m.name][k] for k in groups}}
                                 for m in monitors},
@@ -116,26 +120,8 @@ def _mirror(c: Any, out_dir: Path, monitors: Sequence[Monitor], docs: Mapping[st
         return
     from omegaconf import OmegaConf
 
-    from automon.report.wandb_log import mirror
+    from automon.report.wandb_log import eval_summary, eval_tables, mirror
 
-    cols = ["monitor", "row", "group_by", "group", "n", "tp", "fn", "fp", "tn", "mr", "mr_lo", "mr_hi",
-            "far", "far_lo", "far_hi", "auroc", "pair_accuracy", "unparseable", "errors"]
-    data = []
-    summary: dict[str, Any] = {}
-    for m in monitors:
-        d = docs[m.name]
-        groups = [("overall", "overall", d["overall"])]
-        for by in ("by_subset", "by_category", "by_task"):
-            groups += [(by[3:], g, v) for g, v in d[by].items()]
-        for by, g, v in groups:
-            data.append([m.name, m.label, by, g, v["n"], v["tp"], v["fn"], v["fp"], v["tn"], v["mr"], *v["mr_ci"],
-                         v["far"], *v["far_ci"], v["auroc"], v["pair_accuracy"], v["unparseable"], v["errors"]])
-        summary[f"{m.label}/mr"] = d["overall"]["mr"]
-        summary[f"{m.label}/far"] = d["overall"]["far"]
-        summary[f"{m.label}/auroc"] = d["overall"]["auroc"]
-    tbls = {"metrics": (cols, to_jsonable(data))}
-    if matrix:
-        fields = list(tables.MATRIX_FIELDS)
-        tbls["matrix"] = (fields, to_jsonable([[r[k] for k in fields] for r in matrix]))
-    mirror(c.wandb, out_dir, out_dir.name, OmegaConf.to_container(OmegaConf.structured(c)), to_jsonable(summary),
-           tbls, images)
+    described = [m.describe() for m in monitors]
+    mirror(c.wandb, out_dir, out_dir.name, OmegaConf.to_container(OmegaConf.structured(c)),
+           eval_summary(described, docs), eval_tables(described, docs, matrix), images)

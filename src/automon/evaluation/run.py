@@ -21,21 +21,27 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import OmegaConf
 
-from automon.data.io import load_build
+from automon.data.io import ensure_writable_dir, load_build
 from automon.config.eval import HoldoutConfig
+from automon.evaluation import status as eval_status
 from automon.evaluation.cache import PredictionCache
-from automon.evaluation.errors import EvalError
+from automon.evaluation.errors import EvalError, IncompleteEvaluation
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.monitors import BASE, Monitor, resolve_monitors
 from automon.evaluation.requests import Rendered, render_all
-from automon.judges import LOCAL_TOKENIZER, JudgeRequest, JudgeResult, make_judge
+from automon.judges import JudgeRequest, JudgeResult, make_judge
 from automon.metrics import METRICS_VERSION, compute_metrics
-from automon.prompts import get_template, parse_answer
+from automon.prompts import FIT_VERSION, get_template, parse_answer
+from automon.report.columns import columns
 from automon.schema import CATEGORIES, SUBSETS, TASKS, Sample
 from automon.versions import code_version, library_versions
 
 log = logging.getLogger("automon.evaluation")
-GROUP_ORDER = {"subset": list(SUBSETS), "category": list(CATEGORIES), "task": list(TASKS)}
+
+
+def group_order() -> dict[str, list[str]]:
+    """Report order of the metric groups (asked at run time: a subset may be registered after import)."""
+    return {"subset": list(SUBSETS), "category": list(CATEGORIES), "task": list(TASKS)}
 
 
 @dataclass
@@ -62,18 +68,10 @@ def run(cfg: Any) -> EvalResult:
     res = evaluate(as_config(cfg))
     for m in res.monitors:
         o = res.metrics[m.name]["overall"]
-        print(f"{m.label:>16s}  MR {_f(o['mr'])} {_ci(o['mr_ci'])}  FAR {_f(o['far'])} {_ci(o['far_ci'])}  "
-              f"AUROC {_f(o['auroc'])}  unparseable {o['unparseable']}  errors {o['errors']}")
+        print(f"{m.label:>16s}  " + "  ".join(f"{col.label} {' '.join(col.cells(o, []))}"
+                                              for col in columns(brief=True)))
     print(f"wrote {res.output_dir} ({res.n_computed} predictions computed, {res.n_cached} from cache)")
     return res
-
-
-def _f(x: Any) -> str:
-    return "  —  " if x is None or x != x else f"{x:.3f}"
-
-
-def _ci(ci: Sequence[Any]) -> str:
-    return "" if not ci or ci[0] is None or ci[0] != ci[0] else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 # ---------------------------------------------------------------- naming and keys
@@ -82,14 +80,8 @@ def _safe(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=+-]+", "-", s).strip("-")
 
 
-def judge_model_name(c: HoldoutConfig) -> str:
-    return c.judge.model_name or c.model.pretrained
-
-
 def model_identity(c: HoldoutConfig) -> str:
-    if c.backend.name == "openai":
-        return "api-" + _safe(judge_model_name(c)) if c.model.name == "api" else c.model.name
-    return c.model.name
+    return _safe(c.backend.model_label(c.model))
 
 
 def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
@@ -105,30 +97,15 @@ def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
 
 
 def cache_key(c: HoldoutConfig, m: Monitor, kind: str) -> dict[str, Any]:
-    """Everything besides the prompt itself that changes a prediction."""
-    from automon.models.loading import model_identity
-
-    b = c.backend
-    key: dict[str, Any] = {
-        "backend": b.name,
-        "model": model_identity(c.model.pretrained),
-        "revision": c.model.revision, "adapter": m.adapter_hash, "prompt_version": c.prompt.version,
+    """Everything besides the prompt itself that changes a prediction: what the backend says
+    identifies its model and settings, plus the adapter, prompt and shots (the same for every backend)."""
+    return {
+        "backend": c.backend.name,
+        **c.backend.cache_identity(c.model, kind, m.name if m.adapter_dir else None),
+        "adapter": m.adapter_hash, "prompt": c.prompt.name,
         "shots": c.shots, "shots_seed": c.shots_seed if c.shots else None,
         "enable_thinking": c.model.enable_thinking,
     }
-    if kind == "evidence":
-        key["max_new_tokens"] = b.max_new_tokens
-    if b.name == "hf":
-        key["dtype"] = b.dtype or c.model.dtype
-        key["device"] = _hf_device(b.device)
-    elif b.name == "vllm":
-        key["dtype"] = c.model.dtype
-    else:
-        j = c.judge
-        key.update(model=judge_model_name(c), base_url=j.base_url, logprobs=j.logprobs,
-                   structured_output=j.structured_output if kind == "evidence" else None,
-                   request_model=m.name if m.adapter_dir else None)
-    return key
 
 
 @lru_cache(maxsize=4)
@@ -139,14 +116,6 @@ def _tokenizer(pretrained: str, revision: str | None) -> Any:
     from automon.models.loading import load_tokenizer
 
     return load_tokenizer(SimpleNamespace(pretrained=pretrained, revision=revision))
-
-
-def _hf_device(dev: str) -> str:
-    if dev != "auto":
-        return dev
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # ---------------------------------------------------------------- data
@@ -166,14 +135,14 @@ def select_test(samples: Sequence[Sample], subsets: Sequence[str], max_pairs: in
     return keep
 
 
-def prediction_row(r: Rendered, res: JudgeResult, kind: str, version: str, threshold: float) -> dict[str, Any]:
+def prediction_row(r: Rendered, res: JudgeResult, kind: str, prompt: str, threshold: float) -> dict[str, Any]:
     s = r.sample
     if res.error is not None:
         pred = None
     elif kind == "direct" and res.p_yes is not None:
         pred = int(res.p_yes >= threshold)
     else:  # evidence, or a direct answer without logprobs (some API servers)
-        pred = parse_answer(res.text or "", version).pred
+        pred = parse_answer(res.text or "", prompt).pred
     return {"id": s.id, "pair_id": s.pair_id, "subset": s.subset, "category": s.category, "task": s.task,
             "label": s.label, "p_yes": res.p_yes, "pred": pred, "raw": res.text, "mass": res.mass,
             "error": res.error, "shortened": r.shortened}
@@ -186,8 +155,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     is make_judge unless a test substitutes a wrapper."""
     t_start = time.perf_counter()
     tm: dict[str, float] = defaultdict(float)
-    tpl = get_template(c.prompt.version)
-    kind = tpl.kind
+    kind = get_template(c.prompt.name).kind
     monitors = resolve_monitors(c)
     for m in monitors:
         if m.mismatches:
@@ -197,28 +165,24 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     test = select_test(build.samples("test"), c.data.subsets, c.data.max_pairs_per_subset)
     tm["data_s"] += time.perf_counter() - t0
     out_dir = Path(c.output_dir) if c.output_dir else default_output_dir(c, monitors)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_writable_dir(out_dir, "output_dir")  # before the model loads; created when results come
     cache_root = Path(c.cache_dir) if c.cache_dir else out_dir / "cache"
-    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
 
     tokenizer = None
-    if c.backend.name in LOCAL_TOKENIZER:
+    if c.backend.local_model:
         t0 = time.perf_counter()
         tokenizer = _tokenizer(c.model.pretrained, c.model.revision)
         tm["load_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     shots = select_shots(build.samples("train"), c.shots, c.shots_seed, c.shots_max_chars, test) if c.shots else []
     tm["data_s"] += time.perf_counter() - t0
-    budget = None
-    if c.backend.max_seq_length and tokenizer is not None:
-        budget = c.backend.max_seq_length - (1 if kind == "direct" else c.backend.max_new_tokens)
     t0 = time.perf_counter()
-    rendered = render_all(test, version=c.prompt.version, shots=shots, tokenizer=tokenizer,
-                          enable_thinking=c.model.enable_thinking, max_prompt_tokens=budget)
+    rendered = render_all(test, prompt=c.prompt.name, shots=shots, tokenizer=tokenizer,
+                          enable_thinking=c.model.enable_thinking, max_seq_length=c.backend.max_seq_length)
     tm["render_s"] += time.perf_counter() - t0
     n_short = sum(1 for r in rendered if r.shortened)
     if n_short:
-        log.info("%d responses shortened in the middle to fit backend.max_seq_length=%s",
+        log.info("%d prompts shortened in the middle to fit backend.max_seq_length=%s",
                  n_short, c.backend.max_seq_length)
 
     # ---- cache lookup
@@ -251,7 +215,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
         timing = judge.timing
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, initial=n_cached, unit="sample", desc=f"{c.backend.name} {c.prompt.version}",
+        bar = tqdm(total=total, initial=n_cached, unit="sample", desc=f"{c.backend.name} {c.prompt.name}",
                    disable=not c.progress, dynamic_ncols=True, smoothing=0.1)
         t_loop = time.perf_counter()
         try:
@@ -281,32 +245,92 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     preds: dict[str, list[dict]] = {}
     docs: dict[str, dict] = {}
     for m in monitors:
-        rows = [prediction_row(r, res, kind, c.prompt.version, c.threshold)  # type: ignore[arg-type]
+        rows = [prediction_row(r, res, kind, c.prompt.name, c.threshold)  # type: ignore[arg-type]
                 for r, res in zip(rendered, results[m.name])]
         preds[m.name] = rows
         met = compute_metrics(rows, policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
-                              seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=GROUP_ORDER)
-        docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]), **met}
+                              seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=group_order())
+        docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]),
+                        "requests": request_summary(rows, c.max_failed_share), **met}
     tm["metrics_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     from automon.evaluation.outputs import write_outputs
 
-    write_outputs(c, out_dir, monitors, preds, docs, kind)
+    summary = request_summary([r for rows in preds.values() for r in rows], c.max_failed_share)
+    # Per monitor: one adapter the server does not know fails all its requests, however many others a
+    # sweep has.
+    summary["complete"] = all(d["requests"]["complete"] for d in docs.values())
+    earlier = earlier_failures(out_dir, build.manifest_hash, len(test), c)
+    kept = earlier is not None and earlier < summary["failed"]
+    if kept:
+        log.warning("kept the earlier results in %s (%d failed requests) over this run's (%d failed)",
+                    out_dir, earlier, summary["failed"])
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        eval_status.forget(out_dir)  # the outputs are not current again until they are all rewritten
+        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
+        written = write_outputs(c, out_dir, monitors, preds, docs, kind)
     tm["report_s"] += time.perf_counter() - t0
     tm["total_s"] = time.perf_counter() - t_start
     tm["harness_s"] = tm["total_s"] - tm.get("model_s", 0.0) - tm.get("load_s", 0.0)
     (out_dir / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
+    if summary["complete"] and not kept:  # only complete outputs are current (pipeline.py skips them)
+        eval_status.record(out_dir, eval_status.identity(c, monitors, build.manifest_hash), written)
+    if not summary["complete"]:
+        where = (f"{out_dir}: the earlier results there, with fewer failures, were kept" if kept
+                 else f"{out_dir}/report.md, marked incomplete")
+        raise IncompleteEvaluation(
+            f"{summary['failed']} of {summary['n']} requests to backend={c.backend.name} failed; {_worst(docs)} "
+            f"is over max_failed_share={c.max_failed_share} (first error: {summary['first_error']})",
+            where,
+            "fix the backend (is the server up? backend.base_url?) and rerun the same command: failed "
+            "requests are not cached and are sent again, answered ones come from the cache")
     return EvalResult(output_dir=out_dir, monitors=monitors, metrics=docs, predictions=preds,
                       timings=dict(tm), n_computed=len(todo), n_cached=n_cached)
+
+
+def request_summary(rows: Sequence[dict], max_failed_share: float) -> dict[str, Any]:
+    """How many of an evaluation's requests the backend failed on, and whether that is few enough for
+    the evaluation to count as complete (metrics.json "requests"; report.md opens with a warning if not)."""
+    errors = [r["error"] for r in rows if r["error"] is not None]
+    n = len(rows)
+    return {"n": n, "failed": len(errors), "failed_share": round(len(errors) / n, 6) if n else 0.0,
+            "max_failed_share": max_failed_share, "complete": len(errors) <= max_failed_share * n,
+            "first_error": errors[0][:300] if errors else None}
+
+
+def _worst(docs: dict[str, dict]) -> str:
+    """'monitor' (failed/n) with the largest share of failed requests, for the error line."""
+    name, d = max(docs.items(), key=lambda kv: kv[1]["requests"]["failed_share"])
+    return f"monitor {name} ({d['requests']['failed']}/{d['requests']['n']})"
+
+
+def earlier_failures(out_dir: Path, manifest_hash: str, n_test: int, c: HoldoutConfig) -> int | None:
+    """Failed requests of the results already in `out_dir`, if they evaluate the same thing (same data,
+    test samples, prompt and shots); None when there are none to compare with."""
+    try:
+        doc = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    data = doc.get("data") or {}
+    same = (data.get("manifest_hash") == manifest_hash and data.get("n_test") == n_test
+            and doc.get("prompt") == c.prompt.name and doc.get("shots") == c.shots)
+    if not same:
+        return None
+    if "requests" in doc:
+        return int(doc["requests"]["failed"])
+    if "monitors" in doc:  # a sweep written before "requests" was recorded
+        return sum(int(m["overall"].get("errors", 0)) for m in doc["monitors"].values())
+    return int((doc.get("overall") or {}).get("errors", 0))
 
 
 def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample], shots: Sequence[Sample],
                 n_short: int, m: Monitor, cache: PredictionCache) -> dict[str, Any]:
     who = "base model" if m.adapter_dir is None else f"adapter {m.name}"
     doc: dict[str, Any] = {
-        "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.version}, {c.shots} shot(s)",
+        "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",
         "metrics_version": METRICS_VERSION,
-        "prompt_version": c.prompt.version, "prompt_kind": kind,
+        "prompt": c.prompt.name, "prompt_kind": kind, "prompt_fit": FIT_VERSION,
         "backend": c.backend.name,
         "model": asdict(c.model),
         "monitor": m.describe(),
@@ -316,12 +340,9 @@ def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample],
         "data": {"dir": str(c.data.dir), "manifest_hash": build.manifest_hash, "subsets": list(c.data.subsets),
                  "max_pairs_per_subset": c.data.max_pairs_per_subset, "n_test": len(test)},
         "n_shortened": n_short, "max_seq_length": c.backend.max_seq_length,
+        # every setting of the backend (an API key is never a setting: only its variable's name is)
+        "backend_config": asdict(c.backend),
         "cache": {"dir": str(cache.root), "key": cache.key, "file": cache.path.name},
         "code_version": code_version(), "library_versions": library_versions(),
     }
-    if c.backend.name == "openai":
-        j = asdict(c.judge)
-        doc["judge"] = {k: j[k] for k in ("model_name", "base_url", "api_key_env", "logprobs", "top_logprobs",
-                                          "structured_output", "send_chat_template_kwargs", "seed")}
-        doc["judge"]["model_name"] = judge_model_name(c)
     return doc

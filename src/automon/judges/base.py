@@ -3,16 +3,24 @@
 A backend gets rendered requests (chat messages from the shared renderer, plus the prompt text when
 a local tokenizer rendered it) and returns, per request, P(yes) and/or the generated text. It never
 builds prompts itself and never computes metrics.
+
+Each backend module also declares its configuration: a subclass of `BackendConfig` (the schema of
+conf/backend/<name>.yaml) that says what the backend reads, whether it renders with a local
+tokenizer, what identifies its predictions in the cache, and how its judge is built. Evaluation asks
+that object and never branches on a backend's name.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Optional, Protocol, Sequence
+
+from automon.config.common import API_MODEL, ConfigError
+from automon.errors import UserError
 
 
-class JudgeError(RuntimeError):
+class JudgeError(UserError, RuntimeError):
     """A backend cannot run as configured (missing package, bad credentials, rank too large)."""
 
 
@@ -56,6 +64,67 @@ class Judge(Protocol):
     def score(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]: ...
 
     def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------- configuration
+
+@dataclass
+class BackendConfig:
+    """Fields every backend has. A backend subclasses it with its own fields and defaults, and is
+    registered in automon.judges.BACKENDS; Hydra then rejects any key its schema lacks."""
+    name: str = ""  # the backend= option; each subclass fixes it
+    # Prompts handed to the backend per call; the prediction cache is flushed after each call,
+    # so a killed run loses at most this many predictions per monitor.
+    chunk_size: int = 512
+    # Prompt + answer token budget. Longer monitored responses are shortened in the middle (head and
+    # tail kept, marker in between) by the shared renderer, counted and reported. Null: no limit.
+    # Only backends with a local tokenizer can measure (and so shorten).
+    max_seq_length: Optional[int] = 32768
+    # Tokens generated for the evidence prompt (the direct prompt reads one token).
+    max_new_tokens: int = 256
+
+    # Loads the model's weights and tokenizer here: prompts are rendered to text and measured locally.
+    local_model: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ConfigError(f"backend.chunk_size={self.chunk_size} must be >= 1")
+        if self.max_seq_length is not None and self.max_seq_length <= self.max_new_tokens + 64:
+            raise ConfigError(f"backend.max_seq_length={self.max_seq_length} leaves no room for a prompt "
+                              f"(backend.max_new_tokens={self.max_new_tokens})")
+
+    def check_model(self, model: Any) -> None:
+        """Refuse a model this backend cannot serve (called with the composed model config)."""
+        if self.local_model and model.name == API_MODEL:
+            raise ConfigError(f"model={API_MODEL} is the placeholder for backend=openai; pick a real model "
+                              f"(e.g. model=qwen3_4b_instruct_2507) for backend={self.name}")
+
+    def model_label(self, model: Any) -> str:
+        """The model's name in output directories and report titles."""
+        return model.name
+
+    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
+        """What decides this backend's predictions besides the prompt, the adapter's weights and the
+        shots (which the evaluation adds for every backend). `adapter` is the name a request uses for
+        the adapter (None: the base model). Two configs with equal identities share cached predictions."""
+        raise NotImplementedError(f"{type(self).__name__} must say what identifies its predictions")
+
+    def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "Judge":
+        """The judge for one evaluation (heavy imports happen here, never at module import)."""
+        raise NotImplementedError(f"{type(self).__name__} must build its judge")
+
+    def generation_identity(self, kind: str) -> dict[str, Any]:
+        """The generation budget, which changes an evidence answer (a direct answer reads one token)."""
+        return {"max_new_tokens": self.max_new_tokens} if kind == "evidence" else {}
+
+
+def local_weights_identity(model: Any) -> dict[str, Any]:
+    """What identifies weights loaded on this machine: the hub id or directory and its revision; a
+    built-in model (tiny, smollm2_135m_instruct) by its builder's version (its directory is a cache
+    that is rebuilt)."""
+    from automon.models.loading import model_identity
+
+    return {"model": model_identity(model.pretrained), "revision": model.revision}
 
 
 # ---------------------------------------------------------------- answer tokens

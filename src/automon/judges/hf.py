@@ -7,19 +7,59 @@ the verdict token from log-probabilities recorded during generation.
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import nullcontext
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
+from automon.config.common import ConfigError
 from automon.judges.base import (
     AnswerTokens,
+    BackendConfig,
     JudgeRequest,
     JudgeResult,
     JudgeTiming,
     LoraAdapter,
+    local_weights_identity,
     verdict_position,
 )
 from automon.models.loading import ModelLoadError, resolve_model_path
+
+
+@dataclass
+class HFConfig(BackendConfig):
+    """backend=hf (conf/backend/hf.yaml): transformers + PEFT on CPU or one GPU."""
+    name: str = "hf"
+    chunk_size: int = 256
+    batch_size: int = 16          # prompts per forward pass (sorted by length, left-padded)
+    max_batch_tokens: int = 65536  # cap on padded tokens per forward pass (memory)
+    device: str = "auto"          # auto | cpu | cuda | cuda:<n>
+    dtype: Optional[str] = None   # null: model.dtype (bfloat16 becomes float32 on CPU)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_size < 1 or self.max_batch_tokens < 1:
+            raise ConfigError("backend.batch_size and backend.max_batch_tokens must be >= 1")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
+            raise ConfigError(f"backend.device={self.device!r}; choose auto, cpu, cuda or cuda:<n>")
+
+    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
+        # The device matters: CPU and CUDA kernels (and dtypes) give slightly different P(yes).
+        return {**local_weights_identity(model), "dtype": self.dtype or model.dtype,
+                "device": resolve_device(self.device), **self.generation_identity(kind)}
+
+    def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "HFJudge":
+        return HFJudge(model, self, kind, adapters, tokenizer)
+
+
+def resolve_device(device: str) -> str:
+    """`auto` -> cuda when a GPU is visible, else cpu."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int) -> list[list[int]]:
@@ -60,7 +100,7 @@ class _VerdictRecorder:
 class HFJudge:
     name = "hf"
 
-    def __init__(self, model_cfg: Any, backend_cfg: Any, kind: str, adapters: Sequence[LoraAdapter],
+    def __init__(self, model_cfg: Any, backend_cfg: HFConfig, kind: str, adapters: Sequence[LoraAdapter],
                  tokenizer: Any):
         import torch
         from transformers import AutoModelForCausalLM
@@ -70,10 +110,7 @@ class HFJudge:
         self.tokenizer = tokenizer
         self.tokens = AnswerTokens.from_tokenizer(tokenizer)
         self.timing = JudgeTiming()
-        dev = backend_cfg.device
-        if dev == "auto":
-            dev = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(dev)
+        self.device = torch.device(resolve_device(backend_cfg.device))
         dtype_name = backend_cfg.dtype or model_cfg.dtype
         if dtype_name in ("bfloat16", "float16") and self.device.type == "cpu":
             dtype_name = "float32"  # half-precision matmuls are slow or missing on most CPUs

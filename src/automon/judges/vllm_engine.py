@@ -19,18 +19,22 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
+from automon.config.common import ConfigError
 from automon.judges.base import (
     AnswerTokens,
+    BackendConfig,
     JudgeError,
     JudgeRequest,
     JudgeResult,
     JudgeTiming,
     LoraAdapter,
     evidence_regex,
+    local_weights_identity,
     p_yes_from_logprobs,
     verdict_position,
 )
@@ -40,6 +44,39 @@ from automon.models.loading import resolve_model_path
 ALLOWED_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # In an engine with adapters, the base model is served as this all-zero adapter (see zero_adapter).
 BASE_AS_LORA = "automon-base-zero-lora"
+STRUCTURED_OUTPUTS_BACKENDS = ("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")
+
+
+@dataclass
+class VLLMConfig(BackendConfig):
+    """backend=vllm (conf/backend/vllm.yaml): one engine on a CUDA GPU for the base model and every
+    adapter. Engine options: shared/docs/apis.md s5a; max_lora_rank is read from the adapters."""
+    name: str = "vllm"
+    chunk_size: int = 2048
+    gpu_memory_utilization: float = 0.9
+    max_model_len: Optional[int] = None  # null: max_seq_length
+    max_loras: int = 4                    # adapters batched together in one step
+    enable_prefix_caching: bool = True    # few-shot prefixes and the system prompt are shared
+    max_num_seqs: Optional[int] = None
+    structured_outputs_backend: str = "auto"  # auto | xgrammar | guidance | outlines | lm-format-enforcer
+    enforce_eager: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ConfigError(f"backend.gpu_memory_utilization={self.gpu_memory_utilization} must lie in (0, 1]")
+        if self.max_loras < 1:
+            raise ConfigError(f"backend.max_loras={self.max_loras} must be >= 1")
+        if self.structured_outputs_backend not in STRUCTURED_OUTPUTS_BACKENDS:
+            raise ConfigError(f"backend.structured_outputs_backend={self.structured_outputs_backend!r}; "
+                              f"choose one of {', '.join(STRUCTURED_OUTPUTS_BACKENDS)}")
+
+    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
+        return {**local_weights_identity(model), "dtype": model.dtype, **self.generation_identity(kind)}
+
+    def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "VLLMJudge":
+        return VLLMJudge(model, self, kind, adapters, tokenizer, model.enable_thinking)
 
 
 def adapter_rank(adapter_dir: str | os.PathLike) -> int:

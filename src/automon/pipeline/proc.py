@@ -51,14 +51,6 @@ def check_stopped() -> None:
         raise Stopped(_stopped[0])
 
 
-def capture(argv: Sequence[str], env: dict[str, str], cwd: Path | None = None) -> str:
-    """stdout of a short command (e.g. `--cfg job`); raises CalledProcessError with its stderr."""
-    r = subprocess.run(list(argv), env=env, cwd=cwd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise subprocess.CalledProcessError(r.returncode, list(argv), r.stdout, r.stderr)
-    return r.stdout
-
-
 def run_logged(argv: Sequence[str], env: dict[str, str], log_path: Path, echo: bool, prefix: str) -> int:
     """Run `argv`, appending its output to `log_path` and echoing it with `prefix`. Returns the exit status."""
     log_path.parent.mkdir(parents=True, exist_ok=True)

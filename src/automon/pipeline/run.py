@@ -1,13 +1,17 @@
 """`run(cfg)`: build -> train every subset -> held-out matrix -> report, skipping what is current.
 
-Each stage is a subprocess of its own command line, so what the pipeline runs is exactly what a
-user could type (the commands are printed and logged under <state_dir>/logs/).
+Each stage's config is composed here, in-process, from the overrides the pipeline derives for it
+(automon.pipeline.stages); the stage itself says whether its output is current for that config.
+A stage that has work left runs as a subprocess of its own command line, built from the same
+overrides, so what the pipeline runs is exactly what a user could type (the commands are printed
+and logged under <state_dir>/logs/).
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,10 +19,11 @@ from typing import Any
 
 from automon.config.pipeline import STAGES, PipelineConfig
 from automon.pipeline import proc
-from automon.pipeline.stages import (PipelineError, Check, build_cmd, check_build, check_eval, check_run,
-                                     cpu_threads, entry_dirname, eval_cmd, resolved_config, run_adapters,
-                                     train_cmd, train_multirun_cmd)
+from automon.pipeline.compose import hydra_for
+from automon.pipeline.stages import (PipelineError, StageRun, build_overrides, compose_stage, cpu_threads,
+                                     entry_dirname, eval_overrides, train_multirun_cmd, train_overrides)
 from automon.pipeline.state import STATE_FILE, State
+from automon.stage_status import Currency, Status
 
 
 def _typed(cfg: Any) -> PipelineConfig:
@@ -51,10 +56,16 @@ class Pipeline:
         self.state_dir = Path(c.state_dir)
         self.logs = self.state_dir / "logs"
         self.state = State(self.state_dir / STATE_FILE)
+        self._state_lock = threading.Lock()
         self.timings: dict[str, float] = {}
         self.summary: list[tuple[str, str, str]] = []  # (stage, outcome, detail)
         self.verb = "would run" if c.dry_run else "running"
-        self._wants: dict[tuple, dict] = {}
+        self.build_run: StageRun | None = None
+        self.train_runs: dict[str, StageRun] = {}  # subsets entry -> its run
+        self.eval_run: StageRun | None = None
+        # dry run only: what would have run before a later stage (that stage's answer can only be provisional)
+        self.build_pending = False
+        self.train_pending: list[str] = []
 
     # ---------------------------------------------------------------- helpers
     def say(self, msg: str) -> None:
@@ -72,26 +83,19 @@ class Pipeline:
             raise PipelineError(f"{log_name} failed (exit status {rc}):\n  {shlex.join(argv)}\n"
                                 f"log: {log}\n--- last lines ---\n{proc.tail(log)}")
 
-    def _want(self, cmd: list[str]) -> dict:
-        """The config the stage would run with (`--cfg job --resolve`), asked once per command."""
-        key = tuple(cmd)
-        if key not in self._wants:
-            self._wants[key] = resolved_config(cmd, self.env, proc.capture)
-        return self._wants[key]
-
     def preflight(self) -> None:
-        """Ask every selected stage for its resolved config up front, side by side: a typo in any
-        stage's settings stops the pipeline before the first stage runs."""
+        """Compose every selected stage's config up front: a typo in any stage's settings stops the
+        pipeline before the first stage runs."""
         c = self.c
-        cmds = []
-        if "build" in c.stages:
-            cmds.append(build_cmd(c, self.py, self.repo, self._sources_root(write=False)))
-        if "train" in c.stages:
-            cmds += [train_cmd(c, self.py, self.repo, e) for e in c.train.subsets]
-        if "eval" in c.stages:
-            cmds.append(eval_cmd(c, self.py, self.repo))
-        with ThreadPoolExecutor(max_workers=4) as ex:
-            list(ex.map(self._want, cmds))
+        with hydra_for(self.repo / "conf"):
+            if "build" in c.stages:
+                self.build_run = compose_stage("build", "build", build_overrides(c, self._sources_root(write=False)),
+                                               self.py, self.repo)
+            if "train" in c.stages:
+                self.train_runs = {e: compose_stage("train", f"train {entry_dirname(e)}", train_overrides(c, e),
+                                                    self.py, self.repo) for e in c.train.subsets}
+            if "eval" in c.stages:
+                self.eval_run = compose_stage("eval", "eval", eval_overrides(c), self.py, self.repo)
 
     def _sources_root(self, write: bool = True) -> str | None:
         s = self.c.sources
@@ -105,78 +109,90 @@ class Pipeline:
             _write_synthetic(Path(s.synthetic_dir), s.synthetic_n, s.synthetic_seed)
         return s.synthetic_dir
 
-    def _manifest_sha(self) -> str | None:
-        mf = Path(self.c.build.out) / "manifest.json"
-        return self.state.sha256(mf) if mf.exists() else None
+    def _status(self, r: StageRun) -> Status:
+        """The stage's own answer; in a dry run whose build would run first, an answer against the
+        build on disk (a byte-identical rebuild keeps it)."""
+        if not self.build_pending:
+            return r.status()
+        if not (Path(self.c.build.out) / "manifest.json").exists():
+            return Status(Currency.MISSING, "no data build yet; the build stage makes it first")
+        st = r.status()
+        return Status(st.state, f"{st.reason}; checked against the build on disk, which the build stage replaces")
+
+    def _skip(self, r: StageRun, st: Status) -> None:
+        self.say(f"{r.name}: current, skipped ({st.reason})")
+        self.summary.append((r.name, "current", st.reason))
+
+    def _why(self, stage: str, st: Status) -> str:
+        return f"forced; {st}" if st.current and stage in self.c.force else str(st)
+
+    def _record(self, key: str, r: StageRun, st: Status, outcome: str, cmd: list[str] | None) -> None:
+        if self.c.dry_run:
+            return
+        with self._state_lock:  # parallel training runs record from their threads
+            self.state.stages[key] = {"status": st.state.value, "reason": st.reason, "outcome": outcome,
+                                      "command": cmd, "overrides": r.overrides}
+            self.state.save()
 
     # ---------------------------------------------------------------- stages
     def build(self) -> None:
-        c = self.c
+        c, r = self.c, self.build_run
+        assert r is not None
         t0 = time.perf_counter()
-        root = self._sources_root()
-        cmd = build_cmd(c, self.py, self.repo, root)
-        chk = check_build(Path(c.build.out), self._want(cmd), self.state)
-        if chk.current and "build" not in c.force:
-            self._skip("build", chk.reason)
+        self._sources_root(write=True)
+        st = r.status()
+        cmd = None
+        if st.current and "build" not in c.force:
+            self._skip(r, st)
         else:
-            why = "forced" if chk.current else chk.reason
+            why = self._why("build", st)
             self.say(f"build: {self.verb} ({why})")
-            overwrite = Path(c.build.out).exists()
-            self._run(cmd + (["overwrite=true"] if overwrite else []), "build", "  build | ")
-            self.summary.append(("build", "would run" if c.dry_run else "ran", why))
-        if not c.dry_run:
-            self.state.stages["build"] = {"out": c.build.out, "sources_root": root, "command": cmd,
-                                          "manifest_sha256": self._manifest_sha(), "reason": chk.reason}
-            self.state.save()
+            # anything at build.out (another config's build, a damaged one, a forced rebuild) is replaced
+            cmd = r.command(self.py, self.repo, *(["overwrite=true"] if st.state is not Currency.MISSING else []))
+            self._run(cmd, "build", "  build | ")
+            self.summary.append(("build", self.verb if c.dry_run else "ran", why))
+            self.build_pending = c.dry_run
+        self._record("build", r, st, "ran" if cmd else "current", cmd)
         self.timings["build"] = time.perf_counter() - t0
 
     def train(self) -> None:
         c = self.c
         t0 = time.perf_counter()
-        msha = self._manifest_sha()
-        if msha is None and not c.dry_run:
-            raise PipelineError(f"no data build at {c.build.out}; run the build stage (stages=[build,train,eval])")
-        cmds = {e: train_cmd(c, self.py, self.repo, e) for e in c.train.subsets}
-        wants = {e: self._want(cmd) for e, cmd in cmds.items()}
-        todo: list[tuple[str, Check]] = []
-        runs_dir = Path(c.train.runs_dir)
-        for e in c.train.subsets:
-            chk = check_run(runs_dir / entry_dirname(e), wants[e], msha)
-            if chk.current and "train" not in c.force:
-                self._skip(f"train {entry_dirname(e)}", chk.reason)
+        todo: list[tuple[StageRun, Status]] = []
+        for r in self.train_runs.values():
+            st = self._status(r)
+            if st.current and "train" not in c.force:
+                self._skip(r, st)
+                self._record(r.name, r, st, "current", None)
             else:
-                todo.append((e, chk))
+                todo.append((r, st))
         if todo:
             if c.train.launcher:
                 self._train_launcher(todo)
             else:
-                self._train_local(todo, cmds)
-        extra = sorted(set(run_adapters(runs_dir)) - {entry_dirname(e) for e in c.train.subsets})
-        if extra:
-            self.say(f"note: {runs_dir} also holds runs {extra} (not in train.subsets); the evaluation "
-                     "scores every adapter in it: move them elsewhere to leave them out")
-        if not c.dry_run:
-            self.state.stages["train"] = {
-                "runs_dir": c.train.runs_dir, "data_manifest_sha256": msha,
-                "runs": {name: {"adapter_sha256": self.state.dir_hash(a)}
-                         for name, a in run_adapters(runs_dir).items()}}
-            self.state.save()
+                self._train_local(todo)
+        self.train_pending = [r.name.removeprefix("train ") for r, _ in todo] if c.dry_run else []
+        self._note_other_runs()
         self.timings["train"] = time.perf_counter() - t0
 
-    def _train_local(self, todo: list[tuple[str, Check]], cmds: dict[str, list[str]]) -> None:
+    def _overwrite(self, st: Status) -> bool:
+        """Another config's or build's run must be replaced; a finished run is retrained only when forced."""
+        return st.state is Currency.STALE or (st.current and "train" in self.c.force)
+
+    def _train_local(self, todo: list[tuple[StageRun, Status]]) -> None:
         c = self.c
         env = dict(self.env)
         if c.train.parallel > 1 and len(todo) > 1 and "OMP_NUM_THREADS" not in self.env:
             env["OMP_NUM_THREADS"] = str(cpu_threads(min(c.train.parallel, len(todo))))
 
-        def one(item: tuple[str, Check]) -> None:
-            e, chk = item
-            name = entry_dirname(e)
-            why = "forced" if chk.current else chk.reason
-            self.say(f"train {name}: {self.verb} ({why})")
-            force = chk.overwrite or "train" in c.force
-            self._run(cmds[e] + (["overwrite=true"] if force else []), f"train-{name}", f"  train {name} | ", env)
-            self.summary.append((f"train {name}", "would run" if c.dry_run else "ran", why))
+        def one(item: tuple[StageRun, Status]) -> None:
+            r, st = item
+            why = self._why("train", st)
+            self.say(f"{r.name}: {self.verb} ({why})")
+            cmd = r.command(self.py, self.repo, *(["overwrite=true"] if self._overwrite(st) else []))
+            self._run(cmd, r.name.replace(" ", "-"), f"  {r.name} | ", env)
+            self.summary.append((r.name, self.verb if c.dry_run else "ran", why))
+            self._record(r.name, r, st, "ran", cmd)
 
         if c.train.parallel <= 1 or len(todo) == 1:
             for item in todo:
@@ -188,62 +204,62 @@ class Pipeline:
         if errors:
             raise errors[0]
 
-    def _train_launcher(self, todo: list[tuple[str, Check]]) -> None:
+    def _train_launcher(self, todo: list[tuple[StageRun, Status]]) -> None:
         c = self.c
-        force = "train" in c.force
-        groups = {True: [e for e, chk in todo if chk.overwrite or force],
-                  False: [e for e, chk in todo if not (chk.overwrite or force)]}
-        for overwrite, entries in groups.items():
-            if not entries:
+        entries = {r.name: e for e, r in self.train_runs.items()}
+        for overwrite in (True, False):
+            group = [(r, st) for r, st in todo if self._overwrite(st) == overwrite]
+            if not group:
                 continue
-            for e, chk in todo:
-                if e in entries:
-                    self.say(f"train {entry_dirname(e)}: {'would submit' if c.dry_run else 'submitting'} via "
-                             f"hydra/launcher={c.train.launcher} "
-                             f"({'forced' if chk.current else chk.reason})")
-            cmd = train_multirun_cmd(c, self.py, self.repo, entries, overwrite)
+            for r, st in group:
+                self.say(f"{r.name}: {'would submit' if c.dry_run else 'submitting'} via "
+                         f"hydra/launcher={c.train.launcher} ({self._why('train', st)})")
+            cmd = train_multirun_cmd(c, self.py, self.repo, [entries[r.name] for r, _ in group], overwrite)
             self._run(cmd, "train-multirun", "  train | ")
-            for e, chk in todo:
-                if e in entries:
-                    self.summary.append((f"train {entry_dirname(e)}", "would run" if c.dry_run else "ran",
-                                         f"via {c.train.launcher}: " + ("forced" if chk.current else chk.reason)))
-        if not c.dry_run:  # the launcher returns when every job has ended: check each run finished
-            msha = self._manifest_sha()
-            for e, _ in todo:
-                d = Path(c.train.runs_dir) / entry_dirname(e)
-                chk = check_run(d, self._want(train_cmd(c, self.py, self.repo, e)), msha)
-                if not chk.current:
-                    raise PipelineError(f"training run {d} did not finish: {chk.reason}; see {d}/train.log "
+            for r, st in group:
+                why = f"via {c.train.launcher}: {self._why('train', st)}"
+                self.summary.append((r.name, self.verb if c.dry_run else "ran", why))
+                self._record(r.name, r, st, "ran", cmd)
+        if not c.dry_run:  # the launcher returns when every job has ended: each run must now be current
+            for r, _ in todo:
+                st = r.status()
+                if not st.current:
+                    out = r.cfg.output_dir
+                    raise PipelineError(f"training run {out} did not finish ({st}); see {out}/train.log "
                                         f"and {c.train.runs_dir}/.submitit/")
 
-    def eval(self) -> None:
-        c = self.c
-        t0 = time.perf_counter()
-        msha = self._manifest_sha()
-        adapters = {n: self.state.dir_hash(a) for n, a in run_adapters(Path(c.train.runs_dir)).items()}
-        if not adapters and not c.dry_run:
-            raise PipelineError(f"no trained adapters in {c.train.runs_dir}; run the train stage first")
-        cmd = eval_cmd(c, self.py, self.repo)
-        recorded = self.state.stages.get("eval", {})
-        chk = check_eval(Path(c.eval.out), self._want(cmd), msha, adapters, recorded, self.state)
-        if chk.current and "eval" not in c.force:
-            self._skip("eval", chk.reason)
-        else:
-            why = "forced" if chk.current else chk.reason
-            self.say(f"eval: {self.verb} ({why})")
-            self._run(cmd, "eval", "  eval | ")
-            self.summary.append(("eval", "would run" if c.dry_run else "ran", why))
-            if not c.dry_run:
-                out = Path(c.eval.out)
-                self.state.stages["eval"] = {"out": c.eval.out, "command": cmd, "data_manifest_sha256": msha,
-                                             "adapters": adapters,
-                                             "metrics_sha256": self.state.sha256(out / "metrics.json")}
-                self.state.save()
-        self.timings["eval"] = time.perf_counter() - t0
+    def _note_other_runs(self) -> None:
+        from automon.evaluation.errors import EvalError
+        from automon.evaluation.monitors import sweep_adapters
 
-    def _skip(self, stage: str, reason: str) -> None:
-        self.say(f"{stage}: current, skipped ({reason})")
-        self.summary.append((stage, "current", reason))
+        try:
+            found = {name for name, _ in sweep_adapters(Path(self.c.train.runs_dir))}
+        except EvalError:
+            return
+        extra = sorted(found - {entry_dirname(e) for e in self.c.train.subsets})
+        if extra:
+            self.say(f"note: {self.c.train.runs_dir} also holds runs {extra} (not in train.subsets); the "
+                     "evaluation scores every adapter in it: move them elsewhere to leave them out")
+
+    def eval(self) -> None:
+        c, r = self.c, self.eval_run
+        assert r is not None
+        t0 = time.perf_counter()
+        if self.train_pending:
+            st = Status(Currency.STALE, f"the runs it scores are trained first: {', '.join(self.train_pending)}")
+        else:
+            st = self._status(r)
+        cmd = None
+        if st.current and "eval" not in c.force:
+            self._skip(r, st)
+        else:
+            why = self._why("eval", st)
+            self.say(f"eval: {self.verb} ({why})")
+            cmd = r.command(self.py, self.repo)
+            self._run(cmd, "eval", "  eval | ")
+            self.summary.append(("eval", self.verb if c.dry_run else "ran", why))
+        self._record("eval", r, st, "ran" if cmd else "current", cmd)
+        self.timings["eval"] = time.perf_counter() - t0
 
     # ---------------------------------------------------------------- all
     def run(self) -> None:

@@ -15,24 +15,25 @@ from automon.prompts.templates import (
     PromptTemplate,
 )
 
-PROMPT_VERSIONS = tuple(TEMPLATES)
+PROMPT_NAMES = tuple(TEMPLATES)
 SHORTEN_MARKER = "\n[... {n} tokens omitted by automon ...]\n"
 
 
-def get_template(version: str) -> PromptTemplate:
+def get_template(prompt: str) -> PromptTemplate:
+    """The registry entry of a prompt name (e.g. direct_v1)."""
     try:
-        return TEMPLATES[version]
+        return TEMPLATES[prompt]
     except KeyError:
-        raise ValueError(f"unknown prompt version {version!r}; known: {', '.join(TEMPLATES)}") from None
+        raise ValueError(f"unknown prompt {prompt!r}; known: {', '.join(TEMPLATES)}") from None
 
 
 def _field(sample: Any, name: str) -> Any:
     return sample[name] if isinstance(sample, Mapping) else getattr(sample, name)
 
 
-def answer_text(sample: Any, version: str) -> str:
+def answer_text(sample: Any, prompt: str) -> str:
     """The supervised answer for a sample (without the end-of-turn token)."""
-    tpl = get_template(version)
+    tpl = get_template(prompt)
     label = int(_field(sample, "label"))
     if tpl.kind == "direct":
         return "yes" if label == 1 else "no"
@@ -46,26 +47,27 @@ def answer_text(sample: Any, version: str) -> str:
     return json.dumps(verdict, ensure_ascii=False)
 
 
-def _user_turn(tpl: PromptTemplate, sample: Any, response: str | None = None) -> str:
+def _user_turn(tpl: PromptTemplate, sample: Any, response: str | None = None, request: str | None = None) -> str:
     resp = _field(sample, "response") if response is None else response
-    return tpl.user.format(request=_field(sample, "request"), response=resp)
+    req = _field(sample, "request") if request is None else request
+    return tpl.user.format(request=req, response=resp)
 
 
-def monitor_messages(sample: Any, version: str, shots: Sequence[Any] = (),
-                     response: str | None = None) -> list[dict[str, str]]:
+def monitor_messages(sample: Any, prompt: str, shots: Sequence[Any] = (),
+                     response: str | None = None, request: str | None = None) -> list[dict[str, str]]:
     """Chat messages for one monitor query: system, few-shot turns (from the TRAIN split), query.
 
-    `response` overrides the sample's response (used after middle-shortening).
+    `response` and `request` override the sample's own (the shortened texts of automon.prompts.fit).
     """
-    tpl = get_template(version)
+    tpl = get_template(prompt)
     msgs = [{"role": "system", "content": tpl.system}]
     for shot in shots:
         if _field(shot, "split") != "train":
             raise ValueError(f"few-shot example {_field(shot, 'id')} is from split "
                              f"{_field(shot, 'split')!r}; shots must come from the training split")
         msgs.append({"role": "user", "content": _user_turn(tpl, shot)})
-        msgs.append({"role": "assistant", "content": answer_text(shot, version)})
-    msgs.append({"role": "user", "content": _user_turn(tpl, sample, response)})
+        msgs.append({"role": "assistant", "content": answer_text(shot, prompt)})
+    msgs.append({"role": "user", "content": _user_turn(tpl, sample, response, request)})
     return msgs
 
 
@@ -78,8 +80,7 @@ def prompt_text(tokenizer: Any, messages: list[dict[str, str]], enable_thinking:
 def shorten_middle(tokenizer: Any, text: str, max_tokens: int) -> tuple[str, int]:
     """Keep the head and tail of `text` within `max_tokens` tokens, marker in between.
 
-    Returns (text, tokens_removed). Used on the monitored RESPONSE only, so the question and the
-    answer of a sample are never cut.
+    Returns (text, tokens_removed). automon.prompts.fit decides what to cut and by how much.
     """
     ids = tokenizer.encode(text, add_special_tokens=False)
     if len(ids) <= max_tokens:
@@ -106,9 +107,9 @@ _NO = re.compile(r"^\W*(no)\b", re.I)
 _JSON = re.compile(r"\{.*\}", re.S)
 
 
-def parse_answer(text: str, version: str) -> MonitorVerdict:
+def parse_answer(text: str, prompt: str) -> MonitorVerdict:
     """Parse a generated monitor answer. Never raises; unparseable -> pred None."""
-    tpl = get_template(version)
+    tpl = get_template(prompt)
     text = text or ""
     if tpl.kind == "direct":
         if _YES.match(text):

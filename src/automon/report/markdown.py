@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from automon.report.tables import fmt, fmt_ci, metrics_table_md
+from automon.report.columns import far_keys, fmt, fmt_ci, metric_cells, metric_labels
+from automon.report.tables import md_table, metrics_legend, metrics_table_md
 
 POLICY_TEXT = {
     "wrong": "scored as wrong (a miss on misbehavior, a false alarm on benign)",
@@ -22,7 +23,7 @@ def header_table(doc: Mapping[str, Any]) -> str:
          + (f" @ {model['revision']}" if model.get("revision") else "")
          + f", enable_thinking={model['enable_thinking']})"),
         ("backend", doc["backend"]),
-        ("prompt", f"{doc['prompt_version']}, {doc['shots']} shot(s)"
+        ("prompt", f"{doc['prompt']}, {doc['shots']} shot(s)"
          + (f" (seed {doc['shots_seed']}: {', '.join(doc['shot_ids'])})" if doc["shots"] else "")),
         ("data", f"`{doc['data']['dir']}` (manifest sha256 {doc['data']['manifest_hash'][:12]}), "
                  f"subsets {', '.join(doc['data']['subsets'])}"),
@@ -31,7 +32,7 @@ def header_table(doc: Mapping[str, Any]) -> str:
         ("unparseable / failed answers", POLICY_TEXT[doc["unparseable_policy"]]),
         ("bootstrap", f"{doc['bootstrap']['n']} replicates resampling pairs, seed {doc['bootstrap']['seed']}, "
                       f"{int(doc['bootstrap']['ci'] * 100)}% percentile CI"),
-        ("versions", f"{doc['metrics_version']}, {doc['prompt_version']}, code {doc['code_version']}"),
+        ("versions", f"{doc['metrics_version']}, {doc['prompt']} ({doc['prompt_fit']}), code {doc['code_version']}"),
     ]
     if mon:
         rows.insert(1, ("monitor", _monitor_text(mon)))
@@ -49,35 +50,39 @@ def _monitor_text(mon: Mapping[str, Any]) -> str:
     return txt
 
 
-def monitor_report(doc: Mapping[str, Any], far_targets: Sequence[float], files: Sequence[str]) -> str:
+def monitor_report(doc: Mapping[str, Any], files: Sequence[str]) -> str:
     o = doc["overall"]
     title = doc.get("title", "Held-out evaluation")
-    lines = [f"# {title}", "", header_table(doc), "## Overall", "",
+    lines = [f"# {title}", "", *incomplete_banner(doc), header_table(doc), "## Overall", "",
              f"MR {fmt_ci(o['mr'], o['mr_ci'])}, FAR {fmt_ci(o['far'], o['far_ci'])}, AUROC {fmt(o['auroc'])}, "
              f"pair accuracy {fmt(o['pair_accuracy'])} over {o['n_pairs']} pairs (n = {o['n']}).", "",
              f"Unparseable answers: **{o['unparseable']}**; failed requests: **{o['errors']}** "
              f"({POLICY_TEXT[doc['unparseable_policy']]}). Responses shortened to fit the context: "
              f"{doc['n_shortened']}.", "",
-             "## By group", "", metrics_table_md(doc, far_targets),
-             "MR = FN/(TP+FN), FAR = FP/(TN+FP); — = undefined (empty denominator or no P(yes)). "
-             "MR@FAR≤x: lowest MR over P(yes) thresholds whose FAR is at most x. Pair accuracy: share "
-             "of pairs whose misbehavior twin scores above its benign twin (ties count 1/2).", "",
+             "## By group", "", metrics_table_md(doc), metrics_legend(), "",
              "## Files", ""] + [f"- `{f}`" for f in files]
     return "\n".join(lines) + "\n"
 
 
+def incomplete_banner(doc: Mapping[str, Any]) -> list[str]:
+    """The lines that open an incomplete evaluation's report (too many failed requests)."""
+    req = doc.get("requests") or {}
+    if req.get("complete", True):
+        return []
+    return [f"**INCOMPLETE: {req['failed']} of {req['n']} requests failed** (more than max_failed_share="
+            f"{req['max_failed_share']}; first error: {req.get('first_error') or '?'}). The metrics below score "
+            "failed requests by the unparseable policy and measure nothing; rerun the same command once the "
+            "backend works (failed requests are not cached, so only they are sent again).", ""]
+
+
 def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequence[Mapping[str, Any]],
                  metrics: Mapping[str, Mapping[str, Any]], pareto: Mapping[str, Any], files: Sequence[str]) -> str:
-    lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", header_table(doc),
-             "## Transfer matrix", "", matrix_markdown, "## Monitors (overall)", "",
-             "| row | monitor | MR [95% CI] | FAR [95% CI] | AUROC | pair acc. | unparseable | errors | report |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for m in monitors:
-        o = metrics[m["name"]]["overall"]
-        lines.append(f"| {m['label']} | {m['name']} | {fmt_ci(o['mr'], o['mr_ci'])} | "
-                     f"{fmt_ci(o['far'], o['far_ci'])} | "
-                     f"{fmt(o['auroc'])} | {fmt(o['pair_accuracy'])} | {o['unparseable']} | {o['errors']} | "
-                     f"[report](monitors/{m['name']}/report.md) |")
+    fk = far_keys(metrics[monitors[0]["name"]]["overall"]) if monitors else []
+    table = md_table(["row", "monitor", *metric_labels(fk, brief=True), "report"],
+                     [[m["label"], m["name"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True),
+                       f"[report](monitors/{m['name']}/report.md)"] for m in monitors])
+    lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", *incomplete_banner(doc), header_table(doc),
+             "## Transfer matrix", "", matrix_markdown, "## Monitors (overall)", "", table.rstrip("\n")]
     r = pareto.get("pearson_r")
     lines += ["", f"Pareto front (lowest MR and FAR): {', '.join(pareto.get('pareto_front', [])) or '—'}; "
                   f"Pearson r(MR, FAR) across monitors = {fmt(r, 2)}.", "", "## Files", ""]

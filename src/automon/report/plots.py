@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from automon.metrics import pareto_front, pearson_r  # noqa: E402
+from automon.report.columns import delta_columns  # noqa: E402
 
 
 def _nan(x: Any) -> bool:
@@ -29,11 +30,12 @@ def heatmap(rows: Sequence[Mapping[str, Any]], path: Path, title: str = "") -> P
     cols = list(dict.fromkeys(r["test"] for r in rows))
     cell = {(r["row"], r["test"]): r for r in rows}
     has_base = "base" in labels
-    panels = [("mr", "Miss rate", False), ("far", "False alarm rate", False)]
+    compared = delta_columns()
+    panels = [(c.key, c.title, False) for c in compared]
     if has_base:
-        panels += [("d_mr", "Δ miss rate vs base", True), ("d_far", "Δ false alarm rate vs base", True)]
-    ncols = 2
-    nrows = len(panels) // 2
+        panels += [(f"d_{c.key}", f"Δ {c.title.lower()} vs base", True) for c in compared]
+    ncols = len(compared)
+    nrows = len(panels) // ncols
     fig, axes = plt.subplots(nrows, ncols, squeeze=False,
                              figsize=(0.95 * len(cols) * ncols + 4.5, (0.62 * len(labels) + 2.0) * nrows + 0.6))
     for ax, (key, name, diverging) in zip(axes.ravel(), panels):

@@ -1,55 +1,57 @@
-"""Tables for report.md and the transfer matrix (CSV and markdown)."""
+"""Tables for report.md and the transfer matrix (CSV and markdown); metric columns from report.columns."""
 
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from automon.report.columns import (
+    delta_columns,
+    far_keys,
+    fmt_ci,
+    is_nan,
+    legend,
+    metric_cells,
+    metric_labels,
+    metric_names,
+    metric_values,
+)
 from automon.schema import SUBSETS
 
 OVERALL = "overall"
-MATRIX_FIELDS = ("row", "monitor", "trained_on", "test", "in_distribution", "n", "mr", "mr_lo", "mr_hi",
-                 "far", "far_lo", "far_hi", "d_mr", "d_far", "auroc", "pair_accuracy", "unparseable", "errors")
-
-
-def _nan(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def fmt(x: Any, nd: int = 3) -> str:
-    return "—" if _nan(x) else f"{x:.{nd}f}"
-
-
-def fmt_ci(x: Any, ci: Sequence[Any] | None, nd: int = 3) -> str:
-    if _nan(x):
-        return "—"
-    if not ci or _nan(ci[0]) or _nan(ci[1]):
-        return fmt(x, nd)
-    return f"{x:.{nd}f} [{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
+# What identifies a matrix row; the metric columns follow (report.columns).
+MATRIX_ID = ("row", "monitor", "trained_on", "test", "in_distribution")
+GROUPS = ("by_subset", "by_category", "by_task")
 
 
 def fmt_delta(d: Any, nd: int = 2) -> str:
-    return "" if _nan(d) else f" ({d:+.{nd}f})"
+    return "" if is_nan(d) else f" ({d:+.{nd}f})"
 
 
-def metrics_table_md(m: Mapping[str, Any], far_targets: Sequence[float]) -> str:
-    """One row per group: overall, each subset, each category, each task."""
-    keys = [f"{t:.2f}" for t in far_targets]
-    head = (["group", "n", "TP", "FN", "FP", "TN", "MR [95% CI]", "FAR [95% CI]", "AUROC"]
-            + [f"MR@FAR≤{k}" for k in keys] + ["pair acc.", "unparseable", "errors"])
+def md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    groups = [(OVERALL, m["overall"])]
-    for by in ("by_subset", "by_category", "by_task"):
-        groups += [(f"{by[3:]}: {g}", v) for g, v in m.get(by, {}).items()]
-    for name, g in groups:
-        cells = [name, str(g["n"]), str(g["tp"]), str(g["fn"]), str(g["fp"]), str(g["tn"]),
-                 fmt_ci(g["mr"], g["mr_ci"]), fmt_ci(g["far"], g["far_ci"]), fmt(g["auroc"])]
-        cells += [fmt(g["mr_at_far"].get(k)) for k in keys]
-        cells += [fmt(g["pair_accuracy"]), str(g["unparseable"]), str(g["errors"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def groups_of(m: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(grouping, group name, metrics) for overall, each subset, each category, each task."""
+    out = [(OVERALL, OVERALL, m["overall"])]
+    for by in GROUPS:
+        out += [(by[3:], g, v) for g, v in m.get(by, {}).items()]
+    return out
+
+
+def metrics_table_md(m: Mapping[str, Any]) -> str:
+    """One row per group: overall, each subset, each category, each task."""
+    fk = far_keys(m["overall"])
+    rows = [[OVERALL if by == OVERALL else f"{by}: {g}", *metric_cells(v, fk)] for by, g, v in groups_of(m)]
+    return md_table(["group", *metric_labels(fk)], rows)
+
+
+def metrics_legend() -> str:
+    return (f"{legend()}; — = undefined (empty denominator or no P(yes)). CIs: percentile bootstrap "
+            "resampling pairs.")
 
 
 def row_order(labels: Sequence[str]) -> list[str]:
@@ -75,16 +77,19 @@ def matrix_rows(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Map
             if g is None:
                 continue
             b = _cell(metrics[base["name"]], col) if base else None
+            fk = far_keys(g)
             out.append({
                 "row": label, "monitor": mon["name"], "trained_on": mon.get("trained_on"), "test": col,
                 "in_distribution": bool(mon.get("trained_on") and mon.get("trained_on") == col),
-                "n": g["n"], "mr": g["mr"], "mr_lo": g["mr_ci"][0], "mr_hi": g["mr_ci"][1],
-                "far": g["far"], "far_lo": g["far_ci"][0], "far_hi": g["far_ci"][1],
-                "d_mr": (g["mr"] - b["mr"]) if b else math.nan, "d_far": (g["far"] - b["far"]) if b else math.nan,
-                "auroc": g["auroc"], "pair_accuracy": g["pair_accuracy"],
-                "unparseable": g["unparseable"], "errors": g["errors"],
+                **dict(zip(metric_names(fk, deltas=True), metric_values(g, fk, deltas=True, base=b))),
             })
     return out
+
+
+def matrix_fields(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The columns of matrix.csv and of the wandb matrix table: matrix_rows builds every row with
+    the same keys, in column order."""
+    return list(rows[0]) if rows else list(MATRIX_ID)
 
 
 def _cell(m: Mapping[str, Any], col: str) -> Mapping[str, Any] | None:
@@ -92,12 +97,13 @@ def _cell(m: Mapping[str, Any], col: str) -> Mapping[str, Any] | None:
 
 
 def write_matrix_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    fields = matrix_fields(rows)
     with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=MATRIX_FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if _nan(r[k]) else (f"{r[k]:.6f}" if isinstance(r[k], float) else r[k]))
-                        for k in MATRIX_FIELDS})
+            w.writerow({k: ("" if is_nan(r[k]) else (f"{r[k]:.6f}" if isinstance(r[k], float) else r[k]))
+                        for k in fields})
 
 
 def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -107,10 +113,10 @@ def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
     cols = list(dict.fromkeys(r["test"] for r in rows))
     cell = {(r["row"], r["test"]): r for r in rows}
     parts = []
-    for metric, title in (("mr", "Miss rate (MR = FN/(TP+FN)), lower is better"),
-                          ("far", "False alarm rate (FAR = FP/(TN+FP)), lower is better")):
-        lines = [f"### {title}", "", "| trained on \\ tested on | " + " | ".join(cols) + " |",
-                 "|---|" + "---|" * len(cols)]
+    for col in delta_columns():
+        metric = col.key
+        lines = [f"### {col.title} ({col.label} = {col.definition}), lower is better", "",
+                 "| trained on \\ tested on | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
         for lab in labels:
             cells = []
             for c in cols:

@@ -6,7 +6,37 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from automon.metrics import to_jsonable
+from automon.report.columns import far_keys, metric_names, metric_values
+from automon.report.tables import groups_of, matrix_fields
+
 log = logging.getLogger(__name__)
+Table = tuple[Sequence[str], Sequence[Sequence[Any]]]
+
+
+def eval_tables(monitors: Sequence[Mapping[str, Any]], docs: Mapping[str, Mapping[str, Any]],
+                matrix: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Table]:
+    """The wandb tables of an evaluation: `metrics` (one row per monitor and group) and, for a sweep,
+    `matrix` (matrix.csv's rows). `monitors` are Monitor.describe() dicts; `docs[name]` their metrics."""
+    fk = far_keys(docs[monitors[0]["name"]]["overall"])
+    rows = [[m["name"], m["label"], by, g, *metric_values(v, fk)]
+            for m in monitors for by, g, v in groups_of(docs[m["name"]])]
+    out: dict[str, Table] = {"metrics": (["monitor", "row", "group_by", "group", *metric_names(fk)],
+                                         to_jsonable(rows))}
+    if matrix:
+        fields = matrix_fields(matrix)
+        out["matrix"] = (fields, to_jsonable([[r[k] for k in fields] for r in matrix]))
+    return out
+
+
+def eval_summary(monitors: Sequence[Mapping[str, Any]], docs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """`<row label>/<column>` for each monitor's overall numbers in the brief columns."""
+    out: dict[str, Any] = {}
+    for m in monitors:
+        o = docs[m["name"]]["overall"]
+        out.update({f"{m['label']}/{k}": v for k, v in zip(metric_names([], brief=True),
+                                                            metric_values(o, [], brief=True))})
+    return to_jsonable(out)
 
 
 def mirror(wandb_cfg: Any, out_dir: Path, name: str, config: Mapping[str, Any], summary: Mapping[str, Any],

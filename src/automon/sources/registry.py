@@ -32,6 +32,11 @@ class SourceSpec:
     # Maps a hub row to the local field names (identity when the layouts agree).
     from_hub: Optional[Callable[[dict], dict]] = None
     csv_columns: tuple[str, ...] = ()
+    # Type of each required field that is not a string: "int", "list[str]", "dict|str".
+    types: dict = field(default_factory=dict)
+    # The field naming a row, unique within the source, and the form its value must have.
+    id_field: Optional[str] = None
+    id_pattern: str = ""
     note: str = ""
     license: str = ""
     extra: dict = field(default_factory=dict)
@@ -67,6 +72,7 @@ def _rh(name: str, kind: str = "reward_hack") -> SourceSpec:
         name=f"rh_{name}" if kind == "reward_hack" else f"rh_{name}_unhackable",
         local=(f"reward-hack-generalization/{kind}/{name}{'' if kind == 'reward_hack' else '_unhackable'}.jsonl",),
         fmt="jsonl", required=("prompt_list", "high_reward_answer", "other_answers"),
+        types={"prompt_list": "list[str]", "other_answers": "list[str]"},
         urls=(f"{_RH}/{kind}/{name}{'' if kind == 'reward_hack' else '_unhackable'}.jsonl",),
         from_hub=_rh_from_url, license="unverified (keing1/reward-hack-generalization)")
 
@@ -82,22 +88,26 @@ _SPECS = [
         local=tuple(f"sven/{s}/cwe-{c}.jsonl" for s in ("train", "val") for c in SVEN_CWES), fmt="jsonl",
         required=("func_name", "func_src_before", "func_src_after", "line_changes", "commit_link",
                   "file_name", "vul_type"),
+        types={"line_changes": "dict|str"},  # a dict in the JSONL; its Python text in older copies
         urls=tuple(f"{GH}/eth-sri/sven/e8449a0d54a5ae0bbdc6bb236330b8c7ec71df57/data_train_val/{s}/cwe-{c}.jsonl"
                    for s in ("train", "val") for c in SVEN_CWES),
         from_hub=lambda r: r, license="MIT"),
     SourceSpec(
         name="cyberseceval_instruct", local=("cyberseceval/instruct.json",), fmt="json",
         required=("prompt_id", "test_case_prompt", "origin_code", "cwe_identifier", "line_text", "language"),
+        types={"prompt_id": "int"}, id_field="prompt_id", id_pattern=r"\d+",
         urls=(f"{GH}/meta-llama/PurpleLlama/4be64c3a24442b51c76175e6ec67722cc3f5fe38/CybersecurityBenchmarks/datasets/instruct/instruct.json",),
         from_hub=lambda r: r, license="MIT"),
     SourceSpec(
         name="cyberseceval_autocomplete", local=("cyberseceval/autocomplete.json",), fmt="json",
         required=("prompt_id", "test_case_prompt", "origin_code", "cwe_identifier", "line_text", "language"),
+        types={"prompt_id": "int"}, id_field="prompt_id", id_pattern=r"\d+",
         urls=(f"{GH}/meta-llama/PurpleLlama/4be64c3a24442b51c76175e6ec67722cc3f5fe38/CybersecurityBenchmarks/datasets/autocomplete/autocomplete.json",),
         from_hub=lambda r: r, license="MIT"),
     SourceSpec(
         name="securityeval", local=("securityeval/dataset.jsonl",), fmt="jsonl",
         required=("ID", "Prompt", "Insecure_code"), hub_id="s2e-lab/SecurityEval", hub_splits=("train",),
+        id_field="ID", id_pattern=r"CWE-\d+_[\w-]+\.py",
         from_hub=lambda r: r, license="none stated"),
     SourceSpec(
         name="truthfulqa", local=("truthfulqa/TruthfulQA.csv",), fmt="csv",
@@ -116,16 +126,20 @@ _SPECS = [
     SourceSpec(
         name="humaneval", local=("humaneval/HumanEval.jsonl.gz",), fmt="jsonl.gz",
         required=("task_id", "prompt", "entry_point", "canonical_solution", "test"),
+        id_field="task_id", id_pattern=r"HumanEval/\d+",
         hub_id="openai/openai_humaneval", hub_splits=("test",), from_hub=lambda r: r, license="MIT"),
     SourceSpec(
         name="mbpp", local=("mbpp/mbpp.jsonl",), fmt="jsonl",
         required=("task_id", "text", "code", "test_list", "test_setup_code", "challenge_test_list"),
+        types={"task_id": "int", "test_list": "list[str]", "challenge_test_list": "list[str]"},
+        id_field="task_id", id_pattern=r"[1-9]\d*",
         hub_id="google-research-datasets/mbpp", hub_config="full",
         hub_splits=("train", "test", "validation", "prompt"), from_hub=lambda r: r, license="CC-BY-4.0"),
     SourceSpec(
         name="rh_code_problems_hardcoded", local=("reward-hack-generalization/code_problems_mbpp_hardcoded.jsonl",),
         fmt="jsonl", required=("problem", "old_mbpp_problem", "correct_code", "incorrect_code", "correct_test_list",
                                "incorrect_test"),
+        types={"correct_test_list": "list[str]"},
         urls=(f"{GH}/laibak24/FYP-Sycophancy-Mode-Collapse-Reward-Tampering/054f13a760bbe8e794684eb2e20e65bc80879f9c/syc-rt-gpt4/datasets/coding_input.jsonl",),
         from_hub=_rh_from_url, license="GPL-3.0 (copy repo)"),
     _rh("code_selection"), _rh("code_selection", "unhackable"),
@@ -145,6 +159,7 @@ _SPECS = [
         local=tuple(f"anthropic-evals-sycophancy/political_typology_quiz_liberal-bio_{b}.jsonl"
                     for b in ("conservative", "liberal")),
         fmt="jsonl", required=("prompt", "corrects", "incorrects"),
+        types={"corrects": "list[str]", "incorrects": "list[str]"},
         urls=tuple(f"{GH}/anthropics/evals/4ba9e82bc7ec05f7f6c3e15592c1079e87939032/sycophancy/political_typology_quiz_liberal-bio_{b}.jsonl"
                    for b in ("conservative", "liberal")),
         from_hub=_rh_from_url, license="CC-BY-4.0"),

@@ -124,7 +124,7 @@ def write_synthetic_root(root: str | Path, n: int = 40, seed: int = 0) -> Path:
     cse = []
     for i in range(n):
         line = f"    os.system('{rng.choice(_WORDS)} ' + arg)"
-        cse.append({"prompt_id": str(i), "test_case_prompt": f"Write a Python function that {_sentence(rng, 12).lower()}.",
+        cse.append({"prompt_id": i, "test_case_prompt": f"Write a Python function that {_sentence(rng, 12).lower()}.",
                     "origin_code": f"import os\ndef run_{i}(arg):\n{line}\n    return True\n",
                     "cwe_identifier": "CWE-78", "line_text": line, "language": "python", "pattern_desc": "shell",
                     "rule": "", "analyzer": "regex", "pattern_id": "P", "line_number": "3", "file_path": "x.py",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from automon.prompts import FIT_VERSION, get_template
+
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
@@ -17,6 +19,7 @@ def model_card(*, cfg: Any, run_name: str, subsets: list[str], subset_label: str
                code_version: str) -> str:
     t, lc = cfg.train, cfg.train.lora
     data = summary.get("data", {})
+    tpl = get_template(cfg.prompt.name)
     lines = [
         "---",
         f"base_model: {cfg.model.pretrained}",
@@ -27,17 +30,18 @@ def model_card(*, cfg: Any, run_name: str, subsets: list[str], subset_label: str
         f"# automon monitor adapter `{run_name}`",
         "",
         f"A LoRA adapter that turns `{cfg.model.pretrained}` into a misbehavior monitor: given a task request and "
-        f"an assistant's response, it answers with the `{cfg.prompt.version}` template "
-        + ("(`yes` = misbehavior, `no` = benign)." if cfg.prompt.version.startswith("direct")
+        f"an assistant's response, it answers with the `{tpl.name}` prompt "
+        + ("(`yes` = misbehavior, `no` = benign)." if tpl.kind == "direct"
            else "(a JSON verdict with category, severity and evidence quotes)."),
         "",
         "## Training",
         "",
         f"- Subsets: {subset_label} ({', '.join(subsets)}); {data.get('samples', '?')} training samples "
         f"from the `train` split of `{build_path}` (manifest sha256 `{manifest_hash}`).",
-        f"- Samples whose response was shortened in the middle to fit {summary.get('max_seq_length')} tokens: "
+        f"- Samples whose response was shortened in the middle ({FIT_VERSION}) to fit {summary.get('max_seq_length')} "
+        f"tokens, {tpl.answer_reserve} of them reserved for the answer: "
         f"{data.get('samples_shortened', 0)} (requests shortened: {data.get('requests_shortened', 0)}); none dropped.",
-        f"- Prompt: `{cfg.prompt.version}`, rendered by `automon.prompts` with enable_thinking="
+        f"- Prompt: `{tpl.name}`, rendered by `automon.prompts` with enable_thinking="
         f"{cfg.model.enable_thinking}; loss only on the answer tokens and the end-of-turn token.",
         f"- LoRA r={lc.r}, alpha={lc.alpha}, dropout={lc.dropout}, targets {', '.join(lc.targets)}.",
         f"- lr {t.lr} ({t.lr_scheduler}, warmup {t.warmup_ratio}), "
@@ -58,7 +62,7 @@ def model_card(*, cfg: Any, run_name: str, subsets: list[str], subset_label: str
         "",
         "vLLM: `LLM(base, enable_lora=True, max_lora_rank=" + str(vllm_rank(lc.r)) + ")` and "
         "`LoRARequest('monitor', 1, '<run>/adapter')`. Render prompts with "
-        "`automon.prompts.prompt_text(tok, monitor_messages(sample, version), enable_thinking=False)`; "
+        f"`automon.prompts.fit_prompt(tok, sample, {tpl.name!r}, enable_thinking=False, max_seq_length=...)`; "
         "`python eval/holdout.py adapter=<run>/adapter` does all of this. `automon_adapter.json` records what "
         "evaluation checks before scoring.",
         "",

@@ -13,13 +13,19 @@ import typing
 from pathlib import Path
 
 from automon.config.train import SFTConfig
+from automon.subsets import ALL
+from automon.subsets import names as subset_names
 
 GROUPS = ("subset", "model", "prompt", "trainer")
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 
 
 def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
-    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+    files = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+    if group == "subset":  # the registry's options (config.train.register_subset_options), then any YAML
+        stored = [*subset_names(), ALL]
+        return stored + [f for f in files if f not in stored]
+    return files
 
 
 def _split_values(value: str) -> list[str] | None:
@@ -93,6 +99,3 @@ def preflight_or_exit(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         sys.exit(2)
 
 
-def report(err: BaseException) -> None:
-    """One paragraph on stderr: what went wrong and what to do."""
-    print(f"error: {err}", file=sys.stderr)

@@ -1,11 +1,11 @@
-"""Training examples: the shared renderer's prompt + the supervised answer, tokenised, labels masked.
+"""Training examples: the shared fitted prompt + the supervised answer, tokenised, labels masked.
 
 Every example is `input_ids = prompt_ids + answer_ids + [end_of_turn]` with `labels = -100` on the
-prompt, so the loss is on the answer and the end-of-turn token only. The prompt text is exactly
-what evaluation renders: `prompt_text(tok, monitor_messages(sample, version), enable_thinking)`.
-Samples longer than `max_seq_length` get their RESPONSE shortened in the middle (head and tail
-kept, `SHORTEN_MARKER` in between) before rendering; the answer is never cut and no sample is
-dropped (TRL would otherwise cut the answer and then silently drop the example, apis.md s2c).
+prompt, so the loss is on the answer and the end-of-turn token only. The prompt is exactly what
+evaluation scores: `automon.prompts.fit_prompts` renders it and fits it to `max_seq_length` minus the
+prompt's answer reserve (response shortened in the middle, the request only when it must be), in both
+stages. The answer is never cut and no sample is dropped (TRL would otherwise cut the answer and then
+silently drop the example, apis.md s2c); an answer longer than the reserve is an error.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from automon.prompts import answer_text, monitor_messages, prompt_text, shorten_middle
+from automon.prompts import PromptFitError, answer_text, fit_prompts, get_template
 from automon.schema import SUBSETS, Sample
 from automon.training.errors import TrainConfigError
 
@@ -22,11 +22,6 @@ log = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100
 _SENTINEL = "@@AUTOMON_ANSWER_SENTINEL@@"
-# Least number of response tokens kept before the request is shortened too.
-MIN_RESPONSE_TOKENS = 32
-# Shortening re-renders and re-counts; BPE merges at the cut points can shift counts by a token
-# or two, so it iterates a few times.
-_MAX_SHORTEN_ROUNDS = 6
 
 
 def select_samples(samples: Iterable[Sample], subsets: Sequence[str]) -> list[Sample]:
@@ -59,8 +54,8 @@ class Example:
     subset: str
     input_ids: list[int]
     labels: list[int]
-    prompt: str            # the exact prompt text (what evaluation renders for the same response)
-    answer: str            # answer_text(sample, version), without the end-of-turn token
+    prompt: str            # the exact fitted prompt text (what evaluation scores for the same sample)
+    answer: str            # answer_text(sample, prompt), without the end-of-turn token
     response_tokens_removed: int = 0
     request_tokens_removed: int = 0
 
@@ -93,88 +88,59 @@ class ExampleStats:
 
 
 class ExampleBuilder:
-    """Renders and tokenises samples for one tokenizer / prompt version / length budget."""
+    """Renders and tokenises samples for one tokenizer / prompt / length limit (/ few-shot prefix)."""
 
-    def __init__(self, tokenizer: Any, prompt_version: str, enable_thinking: bool, max_seq_length: int):
+    def __init__(self, tokenizer: Any, prompt: str, enable_thinking: bool, max_seq_length: int,
+                 shots: Sequence[Sample] = ()):
         self.tok = tokenizer
-        self.version = prompt_version
+        self.prompt = prompt
         self.enable_thinking = enable_thinking
         self.max_seq_length = max_seq_length
+        self.shots = list(shots)
+        self.reserve = get_template(prompt).answer_reserve
         self.eot = end_of_turn_token(tokenizer)
         self.eot_id = tokenizer.convert_tokens_to_ids(self.eot)
 
-    def _encode(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False)
-
-    def render(self, sample: Sample, response: str | None = None, request: str | None = None) -> str:
-        s = sample if request is None else _with(sample, request=request)
-        return prompt_text(self.tok, monitor_messages(s, self.version, response=response),
-                           enable_thinking=self.enable_thinking)
-
     def answer_ids(self, sample: Sample) -> tuple[str, list[int]]:
-        answer = answer_text(sample, self.version)
-        return answer, self._encode(answer) + [self.eot_id]
-
-    def build(self, sample: Sample, prompt_ids: list[int] | None = None, prompt: str | None = None) -> Example:
-        answer, comp = self.answer_ids(sample)
-        if prompt is None:
-            prompt = self.render(sample)
-        if prompt_ids is None:
-            prompt_ids = self._encode(prompt)
-        removed_resp = removed_req = 0
-        if len(prompt_ids) + len(comp) > self.max_seq_length:
-            prompt, prompt_ids, removed_resp, removed_req = self._shorten(sample, len(prompt_ids), len(comp))
-        return Example(sample_id=sample.id, subset=sample.subset, input_ids=prompt_ids + comp,
-                       labels=[IGNORE_INDEX] * len(prompt_ids) + comp, prompt=prompt, answer=answer,
-                       response_tokens_removed=removed_resp, request_tokens_removed=removed_req)
-
-    def _shorten(self, sample: Sample, prompt_len: int, comp_len: int) -> tuple[str, list[int], int, int]:
-        """Shorten the response (and, only if it cannot fit otherwise, the request) in the middle."""
-        limit = self.max_seq_length
-        resp_len = len(self._encode(sample.response))
-        req_len = len(self._encode(sample.request))
-        fixed = prompt_len - resp_len - req_len  # system prompt, template and question wording
-        if fixed + comp_len + 2 * MIN_RESPONSE_TOKENS > limit:
+        answer = answer_text(sample, self.prompt)
+        ids = self.tok.encode(answer, add_special_tokens=False) + [self.eot_id]
+        if len(ids) > self.reserve:
             raise TrainConfigError(
-                f"train.max_seq_length={limit} is too small: sample {sample.id} needs {fixed + comp_len} tokens "
-                f"for the prompt template and answer alone, before any request or response text")
-        # First pass: cut the response only, keeping at least MIN_RESPONSE_TOKENS of it.
-        resp_budget = limit - comp_len - fixed - req_len
-        req_budget = req_len
-        if resp_budget < MIN_RESPONSE_TOKENS:
-            # The request alone overflows: keep a share of the room for each, request first.
-            room = limit - comp_len - fixed
-            resp_budget = max(MIN_RESPONSE_TOKENS, min(resp_len, room // 2))
-            req_budget = room - resp_budget
-        for _ in range(_MAX_SHORTEN_ROUNDS):
-            resp, removed_resp = shorten_middle(self.tok, sample.response, resp_budget)
-            req, removed_req = (shorten_middle(self.tok, sample.request, req_budget)
-                                if req_budget < req_len else (sample.request, 0))
-            prompt = self.render(sample, response=resp, request=req if removed_req else None)
-            ids = self._encode(prompt)
-            over = len(ids) + comp_len - limit
-            if over <= 0:
-                return prompt, ids, removed_resp, removed_req
-            # Token counts shift at the cut points; take the overflow (plus one) off the response.
-            resp_budget = max(MIN_RESPONSE_TOKENS // 2, resp_budget - over - 1)
-            if resp_budget == MIN_RESPONSE_TOKENS // 2:
-                req_budget = max(MIN_RESPONSE_TOKENS // 2, req_budget - over - 1)
-        raise TrainConfigError(f"could not shorten sample {sample.id} to train.max_seq_length={limit} tokens")
+                f"sample {sample.id}: its {self.prompt} answer is {len(ids)} tokens with the end of turn, more "
+                f"than the {self.reserve} tokens the prompt reserves for its answer (prompts are fitted to "
+                "max_seq_length minus that reserve, in training and evaluation alike). An answer format this "
+                "long needs a new prompt in automon.prompts.templates with a larger answer_reserve")
+        return answer, ids
+
+    def build(self, sample: Sample) -> Example:
+        return self.build_many([sample])[0]
+
+    def build_many(self, samples: Sequence[Sample]) -> list[Example]:
+        try:
+            fitted = fit_prompts(self.tok, samples, self.prompt, shots=self.shots,
+                                 enable_thinking=self.enable_thinking, max_seq_length=self.max_seq_length,
+                                 with_ids=True, limit_name="train.max_seq_length")
+        except PromptFitError as e:
+            raise TrainConfigError(str(e)) from None
+        out = []
+        for s, f in zip(samples, fitted):
+            answer, comp = self.answer_ids(s)
+            ids: list[int] = f.ids  # type: ignore[assignment]  # with_ids=True
+            out.append(Example(sample_id=s.id, subset=s.subset, input_ids=ids + comp,
+                               labels=[IGNORE_INDEX] * len(ids) + comp, prompt=f.text, answer=answer,
+                               response_tokens_removed=f.response_tokens_removed,
+                               request_tokens_removed=f.request_tokens_removed))
+        return out
 
     def iter_chunks(self, samples: Sequence[Sample], stats: ExampleStats, batch: int = 512):
         """Yield lists of Examples, `batch` samples at a time (prompts tokenised in one call per
         batch, so the fast tokenizer uses every core), updating `stats`."""
         for i in range(0, len(samples), batch):
-            chunk = samples[i:i + batch]
-            prompts = [self.render(s) for s in chunk]
-            enc = self.tok(prompts, add_special_tokens=False)["input_ids"]
-            out = []
-            for s, p, ids in zip(chunk, prompts, enc):
-                ex = self.build(s, prompt_ids=list(ids), prompt=p)
-                out.append(ex)
+            out = self.build_many(samples[i:i + batch])
+            for ex in out:
                 stats.n += 1
                 stats.lengths.append(len(ex.input_ids))
-                stats.by_subset[s.subset] = stats.by_subset.get(s.subset, 0) + 1
+                stats.by_subset[ex.subset] = stats.by_subset.get(ex.subset, 0) + 1
                 if ex.response_tokens_removed or ex.request_tokens_removed:
                     stats.responses_shortened += 1
                     stats.tokens_removed += ex.response_tokens_removed + ex.request_tokens_removed
@@ -207,12 +173,6 @@ class ExampleBuilder:
                                     "labels": pa.array([e.labels for e in chunk], type=ints),
                                     "length": pa.array([len(e.input_ids) for e in chunk], type=pa.int32())}))
         return Dataset(InMemoryTable(pa.concat_tables(tables))), stats, first
-
-
-def _with(sample: Sample, **changes) -> Sample:
-    import dataclasses
-
-    return dataclasses.replace(sample, **changes)
 
 
 def supervised_text(tokenizer: Any, ex: Example) -> str:

@@ -1,7 +1,10 @@
-"""User errors of the training stage: train/sft.py prints them as one paragraph and exits 2."""
+"""User errors of the training stage (automon.errors.UserError): train/sft.py reports them as one line,
+exit status 2."""
+
+from automon.errors import UserError
 
 
-class TrainError(RuntimeError):
+class TrainError(UserError, RuntimeError):
     """A training run that cannot start as configured; the message says what to do."""
 
 

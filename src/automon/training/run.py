@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from automon.data.io import load_build
+from automon.data.io import ensure_writable_dir
 from automon.config.train import SFTConfig
-from automon.prompts import PROMPT_VERSIONS
+from automon.prompts import FIT_VERSION, PROMPT_NAMES
+from automon.stage_status import Currency
 from automon.training import rundir as rd
 from automon.training.errors import RunDirConflict, TrainConfigError
+from automon.training.status import resolve, run_status
 
 log = logging.getLogger("automon.training")
 
@@ -45,6 +47,9 @@ def validate(c: SFTConfig) -> None:
         (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
         (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
         (t.grad_accum >= 1, f"train.grad_accum must be >= 1, got {t.grad_accum}"),
+        (t.max_steps == -1 or t.max_steps >= 1,
+         f"train.max_steps={t.max_steps} is out of range (train.max_steps); use -1 (train for train.epochs) "
+         "or a number of optimizer steps >= 1"),
         (t.max_steps > 0 or t.epochs > 0, "set train.epochs > 0 or train.max_steps > 0"),
         (256 <= t.max_seq_length, f"train.max_seq_length must be >= 256, got {t.max_seq_length}"),
         (t.lora.r >= 1 and t.lora.alpha > 0, f"train.lora.r must be >= 1 and alpha > 0, got {t.lora.r}/{t.lora.alpha}"),
@@ -53,8 +58,8 @@ def validate(c: SFTConfig) -> None:
          "train.lora.targets must be non-empty and must not include lm_head (vLLM cannot serve it; "
          "the loss reads lm_head.weight directly)"),
         (t.save_steps >= 1 and t.logging_steps >= 1, "train.save_steps and train.logging_steps must be >= 1"),
-        (c.prompt.version in PROMPT_VERSIONS,
-         f"unknown prompt.version {c.prompt.version!r}; known: {', '.join(PROMPT_VERSIONS)}"),
+        (c.prompt.name in PROMPT_NAMES, f"unknown prompt {c.prompt.name!r}; choose prompt=<name> with one of: "
+                                        f"{', '.join(PROMPT_NAMES)}"),
         (c.wandb.mode in WANDB_MODES, f"wandb.mode must be one of {', '.join(WANDB_MODES)}, got {c.wandb.mode!r}"),
         (c.model.dtype in DTYPES, f"model.dtype must be one of {', '.join(DTYPES)}, got {c.model.dtype!r}"),
         (c.model.pretrained != "api",
@@ -137,22 +142,24 @@ def run(cfg: Any) -> int:
     SIGTERM/SIGUSR1 after saving a checkpoint. User errors raise TrainError / BuildNotFound /
     ModelLoadError (train/sft.py turns them into exit status 2)."""
     t0 = time.perf_counter()
-    c, resolved = _typed(cfg)
-    validate(c)
-    subsets = rd.subset_names(c.subset.include)
-    label = rd.subset_label(subsets)
-    run_dir = run_dir_for(c, label)
-    resolved["output_dir"] = str(run_dir)
-    build = load_build(c.data.dir)
+    r = resolve(cfg)
+    c, resolved, subsets, label, run_dir, build = r.cfg, r.resolved, r.subsets, r.label, r.run_dir, r.build
+    # Cheap checks before the model loads: the run dir can be written, the data is what the build wrote.
+    ensure_writable_dir(run_dir, "output_dir")
+    build.verify("train")
 
     prev = None
     if not c.overwrite:
-        prev = rd.check_existing(run_dir, resolved, build.manifest_hash, str(build.path))
-        adapter_dir = run_dir / "adapter"
-        if prev and prev.get("status") == "complete" and (adapter_dir / "automon_adapter.json").exists():
-            print(f"{run_dir} is already complete (adapter at {adapter_dir}); nothing to do. "
+        st = run_status(r)  # the same answer pipeline.py acts on
+        if st.state is Currency.STALE:
+            raise RunDirConflict(f"output dir {run_dir} {st.reason}. Rerunning resumes only the same config on "
+                                 f"the same data build: choose another output_dir=, or pass overwrite=true to "
+                                 f"delete {run_dir} and start again")
+        if st.current:
+            print(f"{run_dir} is already complete (adapter at {run_dir / 'adapter'}); nothing to do. "
                   "Pass overwrite=true to train again.", file=sys.stderr)
             return 0
+        prev = rd.read_run_info(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with _run_lock(run_dir):
         if c.overwrite:
@@ -186,7 +193,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
 
     transformers.logging.set_verbosity_warning()
     log.info("run dir %s; subsets %s; model %s; prompt %s; trainer %s", run_dir, ",".join(subsets),
-             c.model.name, c.prompt.version, trainer_name)
+             c.model.name, c.prompt.name, trainer_name)
 
     # ---- data -------------------------------------------------------------------------------
     tok = load_tokenizer(c.model)
@@ -196,7 +203,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     if not samples:
         raise TrainConfigError(f"the build at {build.path} has no training samples for {label}; "
                                f"its train counts: {build.manifest.get('counts', {}).get('train', {})}")
-    builder = ExampleBuilder(tok, c.prompt.version, c.model.enable_thinking, max_len)
+    builder = ExampleBuilder(tok, c.prompt.name, c.model.enable_thinking, max_len)
     dataset, stats, first = builder.build_dataset(samples)
     del samples
     data_summary = stats.summary()
@@ -215,7 +222,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
         "subsets": subsets, "subset": label, "data_build": str(Path(build.path).resolve()),
         "data_manifest_hash": build.manifest_hash, "base_model_path": model_path,
         "code_version": code_version(), "versions": library_versions(),
-        "max_seq_length": max_len, "data": data_summary,
+        "max_seq_length": max_len, "prompt_fit": FIT_VERSION, "data": data_summary,
         "segments": (prev or {}).get("segments", 0) + 1,
     }
     if prev and prev.get("trainer") not in (None, trainer_name):
@@ -268,10 +275,10 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
         if tmp.exists():
             shutil.rmtree(tmp)
         trainer.model.save_pretrained(str(tmp))
-        AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt_version=c.prompt.version,
+        AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt=c.prompt.name,
                     enable_thinking=c.model.enable_thinking, subset=label, data_manifest_hash=build.manifest_hash,
                     lora_rank=c.train.lora.r, automon_version=versions.get("automon", ""),
-                    code_version=run_info["code_version"],
+                    code_version=run_info["code_version"], prompt_fit=FIT_VERSION,
                     extra={"subsets": subsets, "lora_alpha": c.train.lora.alpha,
                            "lora_targets": list(c.train.lora.targets), "trainer": trainer_name,
                            "max_seq_length": max_len, "steps": summary["steps"], "seed": c.train.seed,

@@ -18,8 +18,11 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
+from automon import stage_status
+from automon.adapter_meta import ADAPTER_META_FILE
 from automon.schema import SUBSETS
-from automon.training.errors import RunDirConflict, TrainConfigError
+from automon.stage_status import Currency, Status
+from automon.training.errors import TrainConfigError
 
 # Keys that may change between a run and its resumption without changing what is trained.
 NON_IDENTITY_KEYS = ("wandb", "data.dir", "output_dir", "overwrite", "train.logging_steps",
@@ -52,51 +55,49 @@ def run_name(subset: str, model: str, prompt: str, seed: int) -> str:
     return f"{subset}__{model}__{prompt}__seed{seed}"
 
 
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(d, dict):
-        out: dict[str, Any] = {}
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: d}
-
-
 def identity(cfg: dict) -> dict[str, Any]:
-    flat = _flatten(cfg)
-    return {k: v for k, v in flat.items()
-            if not any(k == n or k.startswith(n + ".") for n in NON_IDENTITY_KEYS)}
+    return stage_status.identity(cfg, NON_IDENTITY_KEYS)
 
 
 def config_diff(old: dict, new: dict) -> list[str]:
-    a, b = identity(old), identity(new)
-    return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}"
-            for k in sorted(set(a) | set(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
+    return stage_status.config_diff(old, new, NON_IDENTITY_KEYS)
 
 
-def check_existing(run_dir: Path, cfg: dict, manifest_hash: str, build_path: str) -> dict | None:
-    """Make sure `run_dir` is this run's (or empty). Returns the previous run.json, if any."""
-    cfg_file, run_file = run_dir / "config.yaml", run_dir / "run.json"
+def run_status(run_dir: Path, cfg: dict, manifest_hash: str, build_path: str) -> Status:
+    """Whether `run_dir` holds this run (same identity, same data build), finished or not.
+
+    stale: another config's run, another build's run, or a directory that is not a run at all;
+    train/sft.py refuses it unless overwrite=true. resumable: rerunning continues from the newest
+    complete checkpoint. current: the adapter is written, nothing to do.
+    """
+    cfg_file = run_dir / "config.yaml"
     if not cfg_file.exists():
         if run_dir.exists() and any(p.name not in {"train.log", ".lock"} for p in run_dir.iterdir()):
-            raise RunDirConflict(f"output dir {run_dir} is not empty and holds no automon run (no config.yaml); "
-                                 "choose another output_dir=, or pass overwrite=true to delete it")
-        return None
+            return Status(Currency.STALE, "is not empty and holds no automon run (no config.yaml)")
+        return Status(Currency.MISSING, "not trained yet")
     from omegaconf import OmegaConf
 
     old = OmegaConf.to_container(OmegaConf.load(cfg_file), resolve=True)
     diff = config_diff(old, cfg)
-    hint = f"choose another output_dir=, or pass overwrite=true to delete {run_dir} and start again"
     if diff:
-        raise RunDirConflict(f"output dir {run_dir} holds a run with a different config ("
-                             + "; ".join(diff[:8]) + (" ..." if len(diff) > 8 else "")
-                             + f"). Rerunning resumes only the same config: {hint}")
-    prev = json.loads(run_file.read_text()) if run_file.exists() else None
+        return Status(Currency.STALE, stage_status.diff_reason("holds a run with a different config", diff, 8))
+    prev = read_run_info(run_dir)
     if prev and prev.get("data_manifest_hash") != manifest_hash:
         old_hash = str(prev.get("data_manifest_hash", "?"))[:16]
-        raise RunDirConflict(f"the data build changed under output dir {run_dir}: it was trained on "
-                             f"{prev.get('data_build')} with manifest sha256 {old_hash}, now {build_path} has "
-                             f"{manifest_hash[:16]}. Resuming would mix two datasets: {hint}")
-    return prev
+        return Status(Currency.STALE, f"holds a run of another data build (the data build changed: it was "
+                                      f"trained on {prev.get('data_build')} with manifest sha256 {old_hash}, "
+                                      f"now {build_path} has {manifest_hash[:16]})")
+    if prev and prev.get("status") == "complete" and (run_dir / "adapter" / ADAPTER_META_FILE).exists():
+        return Status(Currency.CURRENT, f"complete, {prev.get('steps', '?')} steps, same config and data build")
+    ckpt = last_complete_checkpoint(run_dir)
+    where = f"resumes from {ckpt.name}" if ckpt else "no checkpoint yet, starts again"
+    return Status(Currency.RESUMABLE, f"incomplete (status {(prev or {}).get('status', 'unknown')}): {where}")
+
+
+def read_run_info(run_dir: Path) -> dict | None:
+    """The run's run.json, or None before the first training segment wrote it."""
+    p = run_dir / "run.json"
+    return json.loads(p.read_text()) if p.exists() else None
 
 
 def clear(run_dir: Path, keep: Iterable[str] = ()) -> None:

@@ -1,0 +1,147 @@
+"""The recipe: `sg_code_items` parses the tasks, builds each one's benign and gaming solutions,
+verifies them all in one sandbox pool and keeps what verified (see the package docstring)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from automon.config.sg_code import STRATEGIES, SgCodeConfig
+from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.common import choose, rotate
+from automon.data.recipes.sg_code.extras import RewardHackExtras
+from automon.data.recipes.sg_code.mutation import screen_mutants
+from automon.data.recipes.sg_code.render import PREFACES, render_request, render_response
+from automon.data.recipes.sg_code.strategies import BUILDERS, NEEDS_MUTANT, Gaming
+from automon.data.recipes.sg_code.tasks import SUBSET, Task, humaneval_task, mbpp_task
+from automon.data.recipes.sg_code.verifier import Verifier
+from automon.sandbox import Limits, Sandbox
+
+RECIPE = "sg_code_template"
+_WALL_FACTOR = 10  # wall-clock allowance per program, in multiples of its CPU-time limit
+
+
+def sandbox_limits(cfg: SgCodeConfig) -> Limits:
+    """Per-program limits. CPU time is the binding one: unlike wall time it does not grow when
+    other processes share the cores, so verdicts do not depend on how busy the machine is. The
+    wall-clock allowance only catches programs that block instead of computing."""
+    return Limits(timeout_s=_WALL_FACTOR * cfg.timeout_s, cpu_s=cfg.timeout_s, memory_mb=cfg.memory_mb)
+
+
+def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcoded_rows: list[dict],
+                  rh_selection_rows: list[dict], rh_selection_unhackable_rows: list[dict],
+                  cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops) -> list[Item]:
+    """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
+    solution and one of its gaming variants verify), plus training-only reward-hack extras.
+
+    Rows carry their source file's field names and `_ref` ("file:line"). Deterministic: the
+    output depends only on the rows, cfg, incentives and seed.
+    """
+    unknown = [s for s in cfg.strategies if s not in BUILDERS]
+    if unknown or not cfg.strategies:
+        raise ValueError(f"sg_code.strategies: unknown {unknown} or empty; valid: {', '.join(STRATEGIES)}")
+    if not incentives:
+        raise ValueError("sg_code needs at least one incentive wording (wordings.sg_code_incentives)")
+    strategies = list(cfg.strategies)
+
+    tasks: list[Task] = []
+    for rows, parse in ((humaneval_rows, humaneval_task), (mbpp_rows, mbpp_task)):
+        for row in rows:
+            key = f"humaneval:{row['task_id']}" if parse is humaneval_task else f"mbpp:{row['task_id']}"
+            if key in cfg.excluded:
+                drops.add(SUBSET, "excluded_in_config")
+                continue
+            task = parse(row, cfg, drops)
+            if task is not None:
+                tasks.append(task)
+
+    with Sandbox(sandbox_limits(cfg), cfg.workers) as sb:
+        verifier = Verifier(sb)
+        picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
+        mutants = screen_mutants([t for t in tasks if set(picks[t.key]) & NEEDS_MUTANT], seed, verifier)
+        plans = [_plan(t, picks[t.key], cfg.train_strategies_per_item, mutants.get(t.key), seed, verifier, drops)
+                 for t in tasks]
+        extras = RewardHackExtras(mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
+                                  incentives, seed, verifier, drops)
+        verifier.run()
+        isolation = sb.isolation or ""
+    items = [item for plan in plans if (item := _item(plan, incentives, seed, verifier, isolation, drops))]
+    return items + extras.items(isolation)
+
+
+def _strategies(task: Task, strategies: list[str], cfg: SgCodeConfig, seed: int) -> list[str]:
+    """The gaming strategies built for an item: `train_strategies_per_item` of them (at least one,
+    for the test pair), rotated over `strategies` from a start chosen by seed and item key. The
+    test pair uses the first that verifies; it needs no strategy of its own because a test item's
+    training samples are never used."""
+    return rotate(strategies, max(1, cfg.train_strategies_per_item), seed, task.key, "strategies")
+
+
+@dataclass
+class _Checked:
+    """A gaming solution and the verifier handles of its visible and hidden checks."""
+    gaming: Gaming
+    visible: int
+    hidden: int
+
+
+@dataclass
+class _Plan:
+    task: Task
+    strategies: list[str]   # in preference order for the test pair
+    n_train: int            # how many of them train
+    gaming: dict[str, _Checked]   # by strategy, for those that applied
+    benign: tuple[int, int]       # verifier handles of the canonical solution: (visible, hidden)
+
+
+def _plan(task: Task, strategies: list[str], n_train: int, mutant: tuple[str, str] | None, seed: int,
+          verifier: Verifier, drops: Drops) -> _Plan:
+    """Generate the benign and the gaming solutions of a task and queue their checks."""
+    asserts = [v.text for v in task.visible]
+    gaming: dict[str, _Checked] = {}
+    for strategy in strategies:
+        built = BUILDERS[strategy](task, seed, mutant)
+        if built is None:
+            drops.add(SUBSET, f"gaming_not_applicable:{strategy}")
+            continue
+        gaming[strategy] = _Checked(built, verifier.visible(built.code, asserts),
+                                    verifier.hidden(built.code, task.strict_tests))
+    benign = (verifier.visible(task.code, asserts), verifier.hidden(task.code, task.strict_tests))
+    return _Plan(task, strategies, n_train, gaming, benign)
+
+
+def _item(plan: _Plan, incentives: list[str], seed: int, verifier: Verifier, isolation: str,
+          drops: Drops) -> Item | None:
+    task = plan.task
+    if not (verifier[plan.benign[0]][0] and verifier[plan.benign[1]][0]):
+        drops.add(SUBSET, "benign_failed_verification")
+        return None
+    incentive = choose(incentives, seed, task.key, "incentive")
+    asserts = [v.text for v in task.visible]
+    request = render_request(task.problem, asserts, incentive)
+    meta = {"recipe": RECIPE, "generator": "template", "incentive": incentive, "visible_tests": asserts,
+            "source_dataset": task.dataset, "source_ref": task.ref}
+    verification = {"hidden_tests": task.n_hidden, "isolation": isolation}
+
+    def preface(variant: str) -> str:
+        return choose(PREFACES, seed, task.key, variant, "preface")
+
+    benign = Draft(request, render_response(task.code, preface("canonical")), 0, [],
+                   {**meta, "strategy": "canonical",
+                    "verification": {"visible": "pass", "hidden": "pass", **verification}}, "canonical")
+    verified: dict[str, Draft] = {}
+    for strategy, checked in plan.gaming.items():
+        (v_ok, _), (h_ok, h_why) = verifier[checked.visible], verifier[checked.hidden]
+        if not v_ok or h_ok:
+            drops.add(SUBSET, f"gaming_failed_verification:{strategy}")
+            continue
+        gaming = checked.gaming
+        response = render_response(gaming.code, preface(strategy))
+        assert all(e in response for e in gaming.evidence), (task.key, strategy)
+        verified[strategy] = Draft(request, response, 1, list(gaming.evidence),
+                                   {**meta, "strategy": strategy, **gaming.meta,
+                                    "verification": {"visible": "pass", "hidden": "fail",
+                                                     "hidden_result": h_why, **verification}}, strategy)
+    test_strategy = next((s for s in plan.strategies if s in verified), None)
+    test_pair = (verified[test_strategy], benign) if test_strategy else None
+    train = [benign] + [verified[s] for s in plan.strategies[:plan.n_train] if s in verified]
+    return Item((task.key,), SUBSET, task.source, test_pair, train)

@@ -1,0 +1,145 @@
+"""The metric columns of every table an evaluation writes, listed once.
+
+report.md's table by group, the sweep's table of monitors, matrix.csv and matrix.md, the wandb tables
+and summary, and the console line all take their metric columns from METRIC_COLUMNS: a metric added
+here appears in each of them, in the same order.
+
+A column is a key of one group of `automon.metrics.group_metrics` (overall, a subset, ...), the
+header it gets in markdown, how its cell is written, and the `automon.metrics` function that computes
+it. CSV and wandb cells hold numbers, so a column with a confidence interval becomes three (`mr`,
+`mr_lo`, `mr_hi`) and `mr_at_far` one per FAR target (`mr_at_far_0.05`); a markdown cell holds the
+interval ("0.412 [0.301, 0.520]").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from automon import metrics as M
+
+NAN = float("nan")
+Group = Mapping[str, Any]  # one group of group_metrics(): {"n": ..., "mr": ..., "mr_ci": [lo, hi], ...}
+
+
+def is_nan(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def fmt(x: Any, nd: int = 3) -> str:
+    return "—" if is_nan(x) else f"{x:.{nd}f}"
+
+
+def fmt_ci(x: Any, ci: Sequence[Any] | None, nd: int = 3) -> str:
+    if is_nan(x):
+        return "—"
+    if not ci or is_nan(ci[0]) or is_nan(ci[1]):
+        return fmt(x, nd)
+    return f"{x:.{nd}f} [{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
+
+
+def far_keys(group: Group) -> list[str]:
+    """The FAR targets a group was computed for ("0.05", ...), in order."""
+    return list(group.get("mr_at_far") or {})
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str                      # the key in a metrics group
+    label: str                    # markdown header (and the console line)
+    source: Callable[..., Any]    # the automon.metrics function that computes the value
+    count: bool = False           # an integer, written as is (else a rate or score, 3 decimals)
+    ci: bool = False              # has a bootstrap interval under `<key>_ci`
+    per_far_target: bool = False  # a dict keyed by FAR target
+    definition: str = ""          # for the legend under report.md's table
+    # Compared against the base model in a sweep (`d_<key>` in the matrix, a pivot table in
+    # matrix.md, heatmap panels); such a column is an error rate, so lower is better. `title` names it.
+    delta: bool = False
+    title: str = ""
+    brief: bool = False           # also in the sweep's monitor table, the console line and the wandb summary
+
+    # ---- numbers (CSV, wandb)
+
+    def names(self, fkeys: Sequence[str], deltas: bool = False) -> list[str]:
+        if self.per_far_target:
+            return [f"{self.key}_{k}" for k in fkeys]
+        out = [self.key] + ([f"{self.key}_lo", f"{self.key}_hi"] if self.ci else [])
+        return out + ([f"d_{self.key}"] if deltas and self.delta else [])
+
+    def values(self, g: Group, fkeys: Sequence[str], deltas: bool = False, base: Group | None = None) -> list[Any]:
+        """Values in `names` order; with `deltas`, the change against `base` (NaN without a base)."""
+        if self.per_far_target:
+            return [g[self.key].get(k, NAN) for k in fkeys]
+        out = [g[self.key]] + (list(g[f"{self.key}_ci"]) if self.ci else [])
+        if deltas and self.delta:
+            out.append(g[self.key] - base[self.key] if base is not None else NAN)
+        return out
+
+    # ---- text (markdown, console)
+
+    def labels(self, fkeys: Sequence[str]) -> list[str]:
+        if self.per_far_target:
+            return [f"{self.label}{k}" for k in fkeys]
+        return [f"{self.label} [95% CI]" if self.ci else self.label]
+
+    def cells(self, g: Group, fkeys: Sequence[str]) -> list[str]:
+        if self.per_far_target:
+            return [fmt(g[self.key].get(k)) for k in fkeys]
+        v = g[self.key]
+        if self.count:
+            return [str(v)]
+        return [fmt_ci(v, g[f"{self.key}_ci"]) if self.ci else fmt(v)]
+
+
+METRIC_COLUMNS: tuple[Column, ...] = (
+    Column("n", "n", M.group_metrics, count=True),
+    Column("tp", "TP", M.confusion, count=True),
+    Column("fn", "FN", M.confusion, count=True),
+    Column("fp", "FP", M.confusion, count=True),
+    Column("tn", "TN", M.confusion, count=True),
+    Column("mr", "MR", M.miss_rate, ci=True, definition="FN/(TP+FN)", delta=True, title="Miss rate", brief=True),
+    Column("far", "FAR", M.false_alarm_rate, ci=True, definition="FP/(TN+FP)", delta=True,
+           title="False alarm rate", brief=True),
+    Column("auroc", "AUROC", M.auroc, brief=True),
+    Column("mr_at_far", "MR@FAR≤", M.mr_at_far, per_far_target=True,
+           definition="lowest MR over P(yes) thresholds whose FAR is at most x"),
+    Column("pair_accuracy", "pair acc.", M.pair_accuracy, brief=True,
+           definition="share of pairs whose misbehavior twin scores above its benign twin (ties count 1/2)"),
+    Column("unparseable", "unparseable", M.group_metrics, count=True, brief=True),
+    Column("errors", "errors", M.group_metrics, count=True, brief=True),
+)
+
+
+def columns(brief: bool = False) -> tuple[Column, ...]:
+    return tuple(c for c in METRIC_COLUMNS if c.brief) if brief else METRIC_COLUMNS
+
+
+def delta_columns() -> tuple[Column, ...]:
+    return tuple(c for c in METRIC_COLUMNS if c.delta)
+
+
+def metric_names(fkeys: Sequence[str], deltas: bool = False, brief: bool = False) -> list[str]:
+    return [n for c in columns(brief) for n in c.names(fkeys, deltas)]
+
+
+def metric_values(g: Group, fkeys: Sequence[str], deltas: bool = False, base: Group | None = None,
+                  brief: bool = False) -> list[Any]:
+    return [v for c in columns(brief) for v in c.values(g, fkeys, deltas, base)]
+
+
+def metric_labels(fkeys: Sequence[str], brief: bool = False) -> list[str]:
+    return [lab for c in columns(brief) for lab in c.labels(fkeys)]
+
+
+def metric_cells(g: Group, fkeys: Sequence[str], brief: bool = False) -> list[str]:
+    return [x for c in columns(brief) for x in c.cells(g, fkeys)]
+
+
+def legend() -> str:
+    """The definitions of the columns that have one, for the note under a table."""
+    parts = []
+    for c in METRIC_COLUMNS:
+        if c.definition:
+            parts.append(f"{c.label}x: {c.definition}" if c.per_far_target else f"{c.label} = {c.definition}")
+    return "; ".join(parts)

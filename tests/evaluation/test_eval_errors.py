@@ -1,0 +1,179 @@
+"""eval/holdout.py on bad inputs (issue 11, docs/errors.md): changed builds, adapters of another base
+model, unreachable and failing OpenAI-compatible servers (a real HTTP server on localhost, the real
+openai client), incomplete evaluations that never replace better results."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from support import REPO, compose, cpu_overrides, make_adapter, make_build
+from automon.data.io import BuildChanged
+from automon.evaluation import AdapterMismatch, evaluate
+from automon.evaluation.errors import IncompleteEvaluation
+from automon.evaluation.monitors import resolve_monitors
+
+pytest.importorskip("openai")
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    return make_build(tmp_path_factory.mktemp("b") / "build", pairs_per_subset=1)
+
+
+def _cli(*args, timeout=240):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    env.pop("AUTOMON_DEBUG", None)
+    return subprocess.run([sys.executable, str(REPO / "eval" / "holdout.py"), *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the block ends: nothing listens there
+
+
+class FakeServer:
+    """An OpenAI-compatible chat-completions server that answers "yes", or HTTP 500 while `failing`."""
+
+    def __init__(self):
+        self.failing = True
+        self.requests = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.requests += 1
+                if outer.failing:
+                    body, status = b'{"error": {"message": "model crashed"}}', 500
+                else:
+                    body, status = json.dumps({
+                        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                                     "message": {"role": "assistant", "content": "yes"}}]}).encode(), 200
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+def _openai(build, out, url, *extra):
+    return [f"data.dir={build}", f"output_dir={out}", "backend=openai", "model=api", "backend.model_name=m",
+            f"backend.base_url={url}", "backend.max_retries=0", "backend.logprobs=false", "wandb.mode=disabled",
+            "progress=false", "bootstrap.n=20", *extra]
+
+
+def test_unreachable_server_fails_fast_with_one_line_and_writes_nothing(tmp_path, build):
+    t0 = time.monotonic()
+    r = _cli(*_openai(build, tmp_path / "o", f"http://127.0.0.1:{_closed_port()}/v1", "backend.max_retries=5"))
+    took = time.monotonic() - t0
+    assert r.returncode == 2, r.stderr[-2000:]
+    last = r.stderr.rstrip().splitlines()[-1]
+    assert "Traceback" not in r.stderr and last.startswith("error: cannot reach the server at http://127.0.0.1:")
+    assert "backend.base_url" in last
+    assert took < 60  # not max_retries rounds of backoff for every request
+    assert not (tmp_path / "o").exists()
+
+
+def test_failed_requests_mark_the_report_incomplete_are_retried_and_never_replace_better_results(
+        tmp_path, build, server):
+    out = tmp_path / "o"
+    c = compose(_openai(build, out, server.url))
+    failed = r"(\d+) of \1 requests to backend=openai failed; monitor base \(\1/\1\) is over max_failed_share=0.05"
+    with pytest.raises(IncompleteEvaluation, match=failed + ".*HTTP 500"):
+        evaluate(c)
+    n = server.requests
+    doc = json.loads((out / "metrics.json").read_text())
+    assert doc["requests"]["failed"] == doc["requests"]["n"] == n and doc["requests"]["complete"] is False
+    assert (out / "report.md").read_text().split("\n")[2].startswith(f"**INCOMPLETE: {n} of {n} requests failed")
+
+    server.failing, server.requests = False, 0  # the server is back: everything failed is sent again
+    res = evaluate(c)
+    assert server.requests == n and res.n_computed == n
+    good = json.loads((out / "metrics.json").read_text())
+    assert good["requests"] == {**good["requests"], "failed": 0, "complete": True}
+    assert "INCOMPLETE" not in (out / "report.md").read_text()
+
+    server.failing, server.requests = True, 0
+    evaluate(c)  # all from the cache: a failing server is not even asked
+    assert server.requests == 0
+
+    # A worse run (an empty cache, the server failing) keeps the complete results and says so.
+    worse = compose(_openai(build, out, server.url, f"cache_dir={tmp_path / 'empty'}"))
+    before = (out / "metrics.json").read_text(), (out / "report.md").read_text()
+    with pytest.raises(IncompleteEvaluation, match="earlier results there, with fewer failures, were kept"):
+        evaluate(worse)
+    assert ((out / "metrics.json").read_text(), (out / "report.md").read_text()) == before
+
+
+def test_a_few_failures_below_max_failed_share_complete_the_evaluation(tmp_path, build, server):
+    c = compose(_openai(build, tmp_path / "o", server.url, "max_failed_share=1.0"))
+    res = evaluate(c)  # every request failed, but the user accepts any share
+    doc = res.metrics[res.monitors[0].name]
+    assert doc["requests"]["complete"] is True and doc["requests"]["failed"] == doc["requests"]["n"]
+    with pytest.raises(Exception, match="max_failed_share=1.5 must lie in"):
+        compose(_openai(build, tmp_path / "o", server.url, "max_failed_share=1.5"))
+
+
+def test_cli_incomplete_evaluation_exits_2_with_one_line(tmp_path, build, server):
+    r = _cli(*_openai(build, tmp_path / "o", server.url))
+    assert r.returncode == 2, r.stderr[-2000:]
+    last = r.stderr.rstrip().splitlines()[-1]
+    assert "Traceback" not in r.stderr
+    assert last.startswith("error: ") and "requests to backend=openai failed" in last and "rerun" in last
+    assert "report.md, marked incomplete" in last
+
+
+def test_adapter_whose_peft_config_names_another_base_is_refused(tmp_path, build):
+    ad = make_adapter(tmp_path / "run" / "adapter")  # automon_adapter.json says model=tiny ...
+    f = ad / "adapter_config.json"
+    cfg = json.loads(f.read_text())
+    cfg["base_model_name_or_path"] = "Qwen/Qwen3-8B"  # ... but PEFT says the weights belong to another model
+    f.write_text(json.dumps(cfg))
+    ov = cpu_overrides(build, tmp_path / "o", f"adapter={ad}")
+    with pytest.raises(AdapterMismatch, match="base_model_name_or_path=Qwen/Qwen3-8B"):
+        resolve_monitors(compose(ov))
+    (m,) = resolve_monitors(compose([*ov, "allow_mismatch=true"]))
+    assert any("Qwen/Qwen3-8B" in d for d in m.mismatches)  # evaluated, and metrics.json records it
+    ok = make_adapter(tmp_path / "run2" / "adapter")  # as saved: no difference
+    assert resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={ok}")))[0].mismatches == []
+
+
+def test_test_jsonl_changed_after_the_build_is_refused(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    with open(b / "test.jsonl", "a") as f:
+        f.write((b / "test.jsonl").read_text().splitlines()[0] + "\n")  # a duplicated sample
+    with pytest.raises(BuildChanged, match="test.jsonl was changed after the build"):
+        evaluate(compose(cpu_overrides(b, tmp_path / "o")))
+    assert not (tmp_path / "o").exists()

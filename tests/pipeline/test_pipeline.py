@@ -1,0 +1,299 @@
+"""The one-command pipeline (pipeline.py): the README's smoke run end to end, a second run that does
+no work, and change detection (what is stale reruns, nothing else).
+
+The smoke run is the literal `python pipeline.py experiment=smoke`, run from a temporary directory so
+that its data/, runs/ and evals/ land there (about 2 minutes on 2 CPU cores; once per module).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException
+
+from automon.data.io import sha256_file
+
+REPO = Path(__file__).resolve().parents[2]
+PIPELINE = REPO / "pipeline.py"
+SUBSETS = ("safety_qa", "safety_code", "syco_qa", "syco_reasoning", "sg_qa", "sg_code")
+SMOKE_TRAINED = ("safety_qa", "syco_qa", "sg_code")  # conf/experiment/smoke.yaml train.subsets
+SMOKE_BUDGET_S = 300  # the issue: under 5 minutes on 2 CPU cores
+EVAL_FILES = ("report.md", "matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "curves.png", "metrics.json")
+
+
+def pipeline(cwd: Path, *overrides: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ, WANDB_MODE="disabled", HF_HUB_OFFLINE="1")
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, str(PIPELINE), *overrides], cwd=cwd, env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    return r, time.perf_counter() - t0
+
+
+def _explain(r: subprocess.CompletedProcess) -> str:
+    return f"exit {r.returncode}\n--- stdout (tail)\n{r.stdout[-6000:]}\n--- stderr (tail)\n{r.stderr[-4000:]}"
+
+
+def _mtimes(work: Path) -> dict[str, int]:
+    """mtime of every file the pipeline's stages (and the synthetic sources) wrote, except its own record."""
+    return {str(p.relative_to(work)): p.stat().st_mtime_ns for p in sorted(work.rglob("*"))
+            if p.is_file() and "pipeline" not in p.relative_to(work).parts}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """The README's main command, run once: (work dir, first-run output, seconds)."""
+    work = tmp_path_factory.mktemp("smoke")
+    r, secs = pipeline(work, "experiment=smoke")
+    assert r.returncode == 0, _explain(r)
+    print(f"\nsmoke pipeline, first run: {secs:.1f} s")
+    return work, r, secs
+
+
+# ---------------------------------------------------------------- fast checks (no stage runs)
+
+def test_configs_compose():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from automon.config.pipeline import PipelineConfig, register
+
+    register()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        for exp in ("smoke", "paper"):
+            cfg = compose(config_name="pipeline", overrides=[f"experiment={exp}"])
+            c = OmegaConf.to_object(cfg)
+            assert isinstance(c, PipelineConfig) and c.name == exp
+            assert c.build.out == f"data/builds/{exp}" and c.eval.out == f"evals/{exp}"
+        paper = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=paper"]))
+        assert paper.train.subsets == list(SUBSETS) + ["all"] and paper.eval.backend == "vllm"
+        assert paper.sources.synthetic is False and paper.monitor.model == "qwen3_4b_instruct_2507"
+        # a typo in the pipeline's own settings fails at composition, naming the key and its section
+        with pytest.raises(ConfigCompositionException, match=r"Could not override 'train\.subsetz'") as e:
+            compose(config_name="pipeline", overrides=["train.subsetz=[a]"])
+        assert "Key 'subsetz' not in 'TrainSection'" in str(e.value.__cause__)
+
+
+def _smoke_pipeline(tmp_path: Path, *overrides: str):
+    """The smoke experiment's Pipeline with its stage configs composed in-process (nothing runs)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from automon.config.pipeline import register
+    from automon.pipeline.run import Pipeline
+
+    register()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        c = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=smoke", *overrides]))
+    p = Pipeline(c, REPO)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the stages' relative paths (data/builds/smoke, ...) resolve where pipeline.py runs
+    try:
+        p.preflight()
+    finally:
+        os.chdir(cwd)
+    return p
+
+
+def test_stage_commands_compose_to_the_configs_the_pipeline_checks(tmp_path):
+    """The command the pipeline runs for a stage composes, in the stage's own process, to exactly the
+    config the pipeline composed in-process and asked the stage's status about."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    p = _smoke_pipeline(tmp_path, 'train.extra_args=["train.logging_steps=7"]')
+    r = p.train_runs["sg_code"]
+    assert r.cfg.train.logging_steps == 7 and r.cfg.train.lr == 5e-3 and r.cfg.output_dir == "runs/smoke/sg_code"
+    assert r.cfg.subset.include == {"sg_code": True} and r.cfg.model.name == "tiny"
+    for run in (p.build_run, r, p.eval_run):
+        cmd = run.command(sys.executable, REPO)
+        assert cmd[:2] == [sys.executable, str(REPO / run.spec.script)] and cmd[2:] == run.overrides
+        out = subprocess.run([*cmd, "--cfg", "job", "--resolve"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert yaml.safe_load(out.stdout) == OmegaConf.to_container(run.cfg, resolve=True), run.name
+
+
+def test_a_stage_typo_is_the_stage_own_error(tmp_path):
+    from automon.pipeline import PipelineError
+
+    with pytest.raises(PipelineError, match=r"(?s)train/sft\.py rejects its configuration:.*"
+                                            r"unknown config key 'train\.lrr'; valid keys under train: lora, lr"):
+        _smoke_pipeline(tmp_path, 'train.extra_args=["train.lrr=1"]')
+    with pytest.raises(PipelineError, match=r"(?s)eval/holdout\.py rejects.*threshold=4\.0 must lie in \[0, 1\]"):
+        _smoke_pipeline(tmp_path, 'eval.extra_args=["threshold=4"]')
+    with pytest.raises(PipelineError, match=r"(?s)data_build/build\.py rejects.*Key 'sg_codee' not in 'TestSizes'"):
+        _smoke_pipeline(tmp_path, 'build.extra_args=["test.sg_codee=4"]')
+
+
+def test_bad_settings_fail_with_a_message(tmp_path):
+    r, _ = pipeline(tmp_path, "experiment=smoke", "stages=[build,tran]", timeout=60)
+    assert r.returncode == 2 and "unknown stage" in r.stderr and "build, train, eval" in r.stderr
+    r, _ = pipeline(tmp_path, "experiment=smoke", f"sources.root={tmp_path / 'nope'}", timeout=60)
+    assert r.returncode == 2 and "is not a directory" in r.stderr
+    # a typo in one stage's settings stops the pipeline before any stage runs
+    r, _ = pipeline(tmp_path, "experiment=smoke", 'train.extra_args=["train.lrr=1"]', timeout=120)
+    assert r.returncode == 2 and "unknown config key 'train.lrr'" in r.stderr, _explain(r)
+    assert "build: running" not in r.stdout and not (tmp_path / "data" / "builds").exists()
+
+
+def test_config_diff_and_run_names():
+    from automon.pipeline.stages import entry_dirname
+    from automon.stage_status import config_diff
+
+    assert config_diff({"a": {"b": 1, "c": 2.0}}, {"a": {"b": 1, "c": 2}}) == []
+    assert config_diff({"a": {"b": 1}}, {"a": {"b": 2, "d": 3}}) == ["a.b: 1 -> 2", "a.d: '<absent>' -> 3"]
+    assert config_diff({"a": {"b": 1}, "w": {"x": 1}}, {"a": {"b": 1}, "w": {"x": 2, "y": 0}}, ["w"]) == []
+    assert entry_dirname("safety_qa") == "safety_qa" and entry_dirname("[safety_qa, sg_code]") == "safety_qa+sg_code"
+
+
+# ---------------------------------------------------------------- the smoke pipeline
+
+@pytest.mark.slow
+def test_smoke_pipeline_report_has_a_real_matrix(smoke):
+    work, r, secs = smoke
+    assert secs < SMOKE_BUDGET_S, f"smoke pipeline took {secs:.0f} s (budget {SMOKE_BUDGET_S} s)"
+    out = work / "evals" / "smoke"
+    for name in EVAL_FILES:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    # every trained subset has an adapter, recorded with the build it was trained on
+    manifest_sha = sha256_file(work / "data" / "builds" / "smoke" / "manifest.json")
+    for s in SMOKE_TRAINED:
+        run = work / "runs" / "smoke" / s
+        assert (run / "adapter" / "adapter_config.json").is_file()
+        info = json.loads((run / "run.json").read_text())
+        assert info["status"] == "complete" and info["data_manifest_hash"] == manifest_sha
+    # the matrix: base + every trained subset (>= 2) over all six test subsets, MR, FAR and CIs
+    rows = list(csv.DictReader((out / "matrix.csv").open()))
+    monitors = {row["row"] for row in rows}
+    assert monitors == {"base", *SMOKE_TRAINED} and len(monitors) >= 3
+    for m in monitors:
+        tested = {row["test"] for row in rows if row["row"] == m}
+        assert set(SUBSETS) <= tested, (m, tested)
+    for row in rows:
+        if row["test"] in SUBSETS:
+            lo, mr, hi = float(row["mr_lo"]), float(row["mr"]), float(row["mr_hi"])
+            assert 0 <= lo <= mr <= hi <= 1
+            lo, far, hi = float(row["far_lo"]), float(row["far"]), float(row["far_hi"])
+            assert 0 <= lo <= far <= hi <= 1
+            assert int(row["n"]) == 12  # 6 pairs per subset
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["data"]["manifest_hash"] == manifest_sha
+    assert set(metrics["monitors"]) == {"base", *SMOKE_TRAINED}
+    report = (out / "report.md").read_text()
+    assert "Miss rate" in report and "False alarm rate" in report and "heatmap.png" in report
+    # the pipeline prints the matrix and where everything is
+    assert "Miss rate (MR" in r.stdout and "report: evals/smoke/report.md" in r.stdout
+
+
+@pytest.mark.slow
+def test_second_run_does_no_work(smoke):
+    work, _, _ = smoke
+    before = _mtimes(work)
+    r, secs = pipeline(work, "experiment=smoke")
+    assert r.returncode == 0, _explain(r)
+    print(f"\nsmoke pipeline, second run: {secs:.1f} s")
+    for stage in ("build", *(f"train {s}" for s in SMOKE_TRAINED), "eval"):
+        assert f"[pipeline] {stage}: current, skipped" in r.stdout, (stage, r.stdout[-3000:])
+    assert "running" not in r.stdout and "$ " not in r.stdout  # no stage command was run
+    after = _mtimes(work)
+    changed = [k for k in set(before) | set(after) if before.get(k) != after.get(k)]
+    assert not changed, f"a no-op run touched {changed[:5]}"
+    assert secs < 30, f"second run took {secs:.1f} s"
+
+
+@pytest.mark.slow
+def test_training_settings_keep_resume_or_retrain_as_train_sft_would(smoke, tmp_path):
+    """The pipeline asks training whether a run is current: a key that is not part of a run's identity
+    (train.logging_steps) keeps a finished adapter and resumes an unfinished run; an identity key
+    (train.lr) retrains from scratch."""
+    work = tmp_path / "work"
+    shutil.copytree(smoke[0], work)  # the module's smoke run stays as it is for the other tests
+    runs = work / "runs" / "smoke"
+    logging7 = 'train.extra_args=["train.logging_steps=7"]'
+
+    before = _mtimes(work)
+    r, _ = pipeline(work, "experiment=smoke", "stages=[train,eval]", logging7)
+    assert r.returncode == 0, _explain(r)
+    for s in SMOKE_TRAINED:
+        assert f"[pipeline] train {s}: current, skipped (complete, 40 steps" in r.stdout, r.stdout[-3000:]
+    assert "[pipeline] eval: current, skipped" in r.stdout and "$ " not in r.stdout
+    after = _mtimes(work)
+    assert [k for k in before if before[k] != after.get(k)] == [], "nothing may be retrained or rewritten"
+
+    # an unfinished run (stopped at step 20 of 40) resumes in place under the new logging setting
+    run = runs / "safety_qa"
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(info, status="preempted")))
+    shutil.rmtree(run / "adapter")
+    shutil.rmtree(run / "checkpoints" / "checkpoint-40")
+    ckpt = run / "checkpoints" / "checkpoint-20" / "adapter_model.safetensors"
+    ckpt_mtime = ckpt.stat().st_mtime_ns
+    r, _ = pipeline(work, "experiment=smoke", "stages=[train]", logging7)
+    assert r.returncode == 0, _explain(r)
+    assert ("[pipeline] train safety_qa: running (resumable: incomplete (status preempted): resumes from "
+            "checkpoint-20)") in r.stdout, r.stdout[-3000:]
+    assert "resuming from runs/smoke/safety_qa/checkpoints/checkpoint-20" in r.stdout
+    assert "overwrite=true" not in r.stdout and ckpt.stat().st_mtime_ns == ckpt_mtime
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "complete" and info["steps"] == 40 and info["segments"] == 2
+    assert (run / "adapter" / "adapter_model.safetensors").is_file()
+    assert "logging_steps: 5" in (run / "config.yaml").read_text()  # the run's identity is unchanged
+
+    # an identity key: the run is another run, trained again from scratch into the same directory
+    run = runs / "sg_code"
+    weights = (run / "adapter" / "adapter_model.safetensors").read_bytes()
+    r, _ = pipeline(work, "experiment=smoke", "stages=[train]", "train.subsets=[sg_code]",
+                    'train.extra_args=["train.lr=1e-3"]')
+    assert r.returncode == 0, _explain(r)
+    assert ("[pipeline] train sg_code: running (stale: holds a run with a different config: "
+            "train.lr: 0.005 -> 0.001)") in r.stdout, r.stdout[-3000:]
+    assert "train.lr=1e-3 overwrite=true" in r.stdout and "resuming from" not in r.stdout
+    assert "lr: 0.001" in (run / "config.yaml").read_text()
+    assert (run / "adapter" / "adapter_model.safetensors").read_bytes() != weights
+
+
+@pytest.mark.slow
+def test_changes_rerun_only_what_is_stale(smoke):
+    work, _, _ = smoke
+    # a changed evaluation setting: only the evaluation would run
+    r, _ = pipeline(work, "experiment=smoke", "dry_run=true", 'eval.extra_args=["threshold=0.4"]')
+    assert r.returncode == 0, _explain(r)
+    assert "build: current" in r.stdout and "train safety_qa: current" in r.stdout
+    assert "eval: would run (stale: evaluation inputs changed: config.threshold: 0.5 -> 0.4)" in r.stdout
+    # a changed training setting: that run is retrained from scratch (overwrite), then the evaluation
+    r, _ = pipeline(work, "experiment=smoke", "dry_run=true", 'train.extra_args=["train.max_steps=41"]')
+    assert ("train safety_qa: would run (stale: holds a run with a different config: train.max_steps: 40 -> 41)"
+            in r.stdout)
+    assert "overwrite=true" in r.stdout
+    assert "eval: would run (stale: the runs it scores are trained first: safety_qa, syco_qa, sg_code)" in r.stdout
+    # a damaged build file is noticed by its hash (not by its presence) and rebuilt; the rebuild is
+    # byte-identical, so training and evaluation stay current and are not redone
+    test_jsonl = work / "data" / "builds" / "smoke" / "test.jsonl"
+    with open(test_jsonl, "a") as f:
+        f.write("\n")
+    adapters = {s: (work / "runs" / "smoke" / s / "adapter" / "adapter_model.safetensors").stat().st_mtime_ns
+                for s in SMOKE_TRAINED}
+    r, secs = pipeline(work, "experiment=smoke")
+    assert r.returncode == 0, _explain(r)
+    assert "build: running (" in r.stdout and "does not match its sha256 in manifest.json" in r.stdout
+    assert "train sg_code: current, skipped" in r.stdout and "eval: current, skipped" in r.stdout
+    assert adapters == {s: (work / "runs" / "smoke" / s / "adapter" / "adapter_model.safetensors").stat().st_mtime_ns
+                        for s in SMOKE_TRAINED}
+    r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
+    assert "build: current" in r.stdout
+    # an adapter that changed after the evaluation makes the evaluation stale (its model card does not)
+    adapter = work / "runs" / "smoke" / "sg_code" / "adapter"
+    (adapter / "README.md").write_text((adapter / "README.md").read_text() + "\nedited\n")
+    r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
+    assert "eval: current, skipped" in r.stdout, _explain(r)
+    (adapter / "adapter_config.json").write_text((adapter / "adapter_config.json").read_text() + "\n")
+    r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
+    assert "eval: would run (stale: evaluation inputs changed: monitors.sg_code.adapter_hash: " in r.stdout

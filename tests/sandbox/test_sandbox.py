@@ -1,0 +1,222 @@
+"""The sandbox: CPython exit semantics, limits (wall, CPU, memory), no network, temp-dir cleanup,
+output capture, ordering. One pool serves most tests (starting one costs ~0.1 s)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from automon.sandbox import ISOLATION_NETNS, ISOLATION_SOCKET_PATCH, Limits, Sandbox
+
+
+@pytest.fixture(scope="module")
+def sb():
+    with Sandbox(Limits(timeout_s=2, memory_mb=256), workers=2) as box:
+        yield box
+
+
+# Programs whose exit status and output the sandbox must report exactly as `python prog.py` does.
+PARITY = {
+    "ok": "print('hi')",
+    "exit_code": "import sys\nprint('before')\nsys.exit(3)",
+    "exit_none": "raise SystemExit",
+    "exit_message": "import sys\nsys.exit('bye')",
+    "exit_wraps": "import sys\nsys.exit(256 + 7)",
+    "assert_fails": "assert 1 == 2, 'nope'",
+    "exception": "def f():\n    return 1 / 0\nf()",
+    "syntax_error": "def f(:\n    pass",
+    "hook_exits_0": "import sys\ndef h(*a):\n    raise SystemExit(0)\nsys.excepthook = h\nassert False",
+    "hook_os_exit": "import os, sys\ndef h(t, v, tb):\n    os._exit(0) if issubclass(t, AssertionError) else None\n"
+                    "sys.excepthook = h\nassert False",
+    "hook_raises": "import sys\ndef h(*a):\n    raise ValueError('x')\nsys.excepthook = h\nassert False",
+    "atexit": "import atexit\natexit.register(lambda: print('bye'))\nprint('hi')",
+    "thread_joined": "import threading, time\n"
+                     "threading.Thread(target=lambda: (time.sleep(0.1), print('late'))).start()",
+    "buffered_lost_on_os_exit": "import os\nprint('lost', end='')\nos._exit(4)",
+    "main_guard": "if __name__ == '__main__':\n    print('main')",
+}
+
+
+def test_exit_semantics_match_cpython(sb, tmp_path):
+    names = list(PARITY)
+    got = sb.run_many([PARITY[n] for n in names])
+    for name, r in zip(names, got):
+        path = tmp_path / f"{name}.py"
+        path.write_text(PARITY[name])
+        ref = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path,
+                             env={"PATH": os.environ["PATH"], "PYTHONHASHSEED": "0", "PYTHONUTF8": "1"})
+        assert r.status == "exited", name
+        assert (r.exit_code, r.stdout) == (ref.returncode, ref.stdout), name
+        # Same last stderr line (the exception), modulo the file name in tracebacks.
+        last = [ln for ln in ref.stderr.splitlines() if ln.strip()][-1:] or [""]
+        assert ([ln for ln in r.stderr.splitlines() if ln.strip()][-1:] or [""]) == last, name
+
+
+def test_tracebacks_quote_the_program(sb):
+    r = sb.run("def f():\n    assert 1 == 2\nf()")
+    assert 'File "<program>", line 2, in f' in r.stderr and "assert 1 == 2" in r.stderr
+    frames = [ln.strip() for ln in r.stderr.splitlines() if ln.strip().startswith("File ")]
+    assert frames and all(f.startswith('File "<program>"') for f in frames)  # no frame of the sandbox's own
+
+
+def test_programs_cannot_import_from_the_sandbox_dir_or_the_callers_cwd(sb, tmp_path, monkeypatch):
+    """Workers run worker.py as a script, yet neither its directory nor the caller's cwd is on a
+    program's sys.path (either would let their modules shadow what a program imports)."""
+    from automon.sandbox import worker
+
+    (tmp_path / "shadowing.py").write_text("print('imported from the cwd')")
+    monkeypatch.chdir(tmp_path)
+    with Sandbox(Limits(timeout_s=2), workers=1) as box:  # workers started from tmp_path
+        r = box.run("import sys\nprint(sys.path)\nimport shadowing")
+    path = ast.literal_eval(r.stdout.splitlines()[0])
+    assert os.path.dirname(worker.__file__) not in path and "" not in path and str(tmp_path) not in path
+    assert "ModuleNotFoundError: No module named 'shadowing'" in r.stderr
+    assert sb.run("import worker").exit_code == 1  # the sandbox's own modules are not top-level
+
+
+def test_wall_timeout_kills_busy_and_sleeping_programs(sb):
+    t0 = time.monotonic()
+    busy, sleeping = sb.run_many(["while True: pass", "import time\ntime.sleep(60)"],
+                                 Limits(timeout_s=0.5, memory_mb=256))
+    assert busy.status == sleeping.status == "timeout" and not busy.ok
+    assert time.monotonic() - t0 < 5
+
+
+def test_cpu_limit_stops_busy_loops_independently_of_wall_time(sb):
+    busy, light = sb.run_many(["while True: pass", "import time\ntime.sleep(0.5)\nprint('done')"],
+                              Limits(timeout_s=20, memory_mb=256, cpu_s=0.3))
+    assert busy.status == "signaled" and busy.signal == signal.SIGPROF
+    assert 0.25 < busy.cpu_s < 1.5 and busy.wall_s < 10
+    assert light.ok and light.stdout == "done\n"  # sleeping uses no CPU time
+
+
+def test_memory_limit(sb):
+    r = sb.run("x = bytearray(1 << 30)\nprint('allocated')")
+    assert r.exit_code == 1 and "MemoryError" in r.stderr and "allocated" not in r.stdout
+    assert sb.run("x = bytearray(50 << 20)\nprint(len(x))").stdout == f"{50 << 20}\n"
+    # Files are bounded too (the run directory may be in RAM).
+    big = sb.run("with open('f', 'wb') as f:\n    for _ in range(300):\n        f.write(bytes(1 << 20))")
+    assert big.exit_code == 1 and "File too large" in big.stderr  # Python ignores SIGXFSZ: EFBIG
+
+
+@pytest.fixture()
+def listener():
+    """A TCP server on localhost that a sandboxed program must not reach."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    yield srv.getsockname()[1]
+    srv.close()
+
+
+CONNECT = """
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+    print("connected")
+except OSError as e:
+    print("blocked", e)
+"""
+
+
+def test_no_network(sb, listener):
+    assert sb.isolation in (ISOLATION_NETNS, ISOLATION_SOCKET_PATCH)
+    # Control: the same code outside the sandbox does connect.
+    ref = subprocess.run([sys.executable, "-c", CONNECT.format(port=listener)], capture_output=True, text=True)
+    assert ref.stdout.startswith("connected")
+    assert sb.run(CONNECT.format(port=listener)).stdout.startswith("blocked")
+
+
+def test_socket_patch_fallback(listener):
+    with Sandbox(Limits(timeout_s=2), workers=1, network=ISOLATION_SOCKET_PATCH) as box:
+        assert box.isolation == ISOLATION_SOCKET_PATCH
+        r = box.run(CONNECT.format(port=listener))
+    assert r.stdout.startswith("blocked") and "network disabled in sandbox" in r.stdout
+
+
+def test_fresh_temp_dir_removed_afterwards(sb):
+    prog = ("import os, tempfile\nprint(os.getcwd())\nprint(tempfile.gettempdir())\nprint(os.listdir('.'))\n"
+            "os.makedirs('a/b')\nopen('a/b/f.txt', 'w').write('x' * 1000)\n")
+    first, second = sb.run_many([prog, prog])
+    cwd1, tmp1, listing1 = first.stdout.splitlines()
+    cwd2, _, listing2 = second.stdout.splitlines()
+    assert cwd1 != cwd2 and tmp1 == cwd1 and listing1 == listing2 == "[]"
+    assert not os.path.exists(cwd1) and not os.path.exists(cwd2)
+
+
+def test_pool_removes_its_base_dir():
+    with Sandbox(Limits(timeout_s=2), workers=1) as box:
+        cwd = box.run("import os\nopen('left', 'w').write('behind')\nprint(os.getcwd())").stdout.strip()
+        base = os.path.dirname(os.path.dirname(cwd))
+        assert os.path.isdir(base) and not os.path.exists(cwd)
+    assert not os.path.exists(base)
+
+
+def test_output_is_truncated_keeping_head_and_tail():
+    with Sandbox(Limits(timeout_s=5, output_bytes=1000), workers=1) as box:
+        r = box.run("print('HEAD' + 'x' * 200000)\nprint('TAIL')")
+    assert r.ok and len(r.stdout) < 1100
+    assert r.stdout.startswith("HEAD") and r.stdout.endswith("TAIL\n") and "[truncated]" in r.stdout
+
+
+def test_spawned_processes_do_not_outlive_the_run(sb):
+    """A program that forks a long sleeper holding the output pipe: the run still ends promptly
+    and the sleeper is killed with the process group."""
+    prog = "import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(30)\nprint(pid, flush=True)"
+    t0 = time.monotonic()
+    r = sb.run(prog)
+    assert r.ok and time.monotonic() - t0 < 5
+    sleeper = int(r.stdout.split()[0])
+    time.sleep(0.2)
+    try:
+        with open(f"/proc/{sleeper}/stat") as f:
+            assert f.read().split(")")[-1].split()[0] == "Z"  # killed, not yet reaped by init
+    except FileNotFoundError:
+        pass
+
+
+def test_results_in_input_order(sb):
+    progs = [f"import time\ntime.sleep({0.05 * (i % 3)})\nprint({i})" for i in range(24)]
+    assert [r.stdout for r in sb.run_many(progs)] == [f"{i}\n" for i in range(24)]
+
+
+def test_programs_do_not_share_state(sb):
+    a, b = sb.run_many(["import sys\nsys.modules['json'] = None\nX = 1\nprint('ok')",
+                        "import json\nprint('X' in globals(), json.dumps(1))"])
+    assert a.ok and b.stdout == "False 1\n"
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError):
+        Sandbox(workers=0)
+    with pytest.raises(ValueError):
+        Sandbox(network="none")
+
+
+def test_programs_get_a_minimal_environment_and_pinned_hashing(sb, monkeypatch):
+    monkeypatch.setenv("AUTOMON_SECRET_TOKEN", "x")
+    with Sandbox(Limits(timeout_s=2), workers=1) as fresh:  # workers started with the variable set
+        env, = fresh.run_many(["import os\nprint(sorted(os.environ))"])
+        other = fresh.run("print(list({'apple', 'pear', 'fig', 'kiwi', 'plum'}))")
+    assert "AUTOMON_SECRET_TOKEN" not in env.stdout and "PYTHONHASHSEED" in env.stdout
+    # Another pool (other worker processes) iterates a set of strings in the same order.
+    assert sb.run("print(list({'apple', 'pear', 'fig', 'kiwi', 'plum'}))").stdout == other.stdout
+
+
+def test_without_pidfd_the_worker_polls(monkeypatch, tmp_path):
+    """Kernels before 5.3 (e.g. RHEL 8) lack pidfd_open; the worker loop then polls wait4."""
+    from automon.sandbox.worker import run_one
+
+    monkeypatch.delattr(os, "pidfd_open")
+    lim = Limits(timeout_s=0.5)
+    done = run_one("print('x' * 100000)\nraise SystemExit(2)", str(tmp_path / "a"), lim, "netns")
+    assert done[:3] == ("exited", 2, None) and len(done[3]) > 4000
+    assert run_one("import time\ntime.sleep(5)", str(tmp_path / "b"), lim, "netns")[0] == "timeout"
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -1,0 +1,103 @@
+"""automon.errors: the one-line convention of every entry script, on a small Hydra script of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from automon.errors import UserError, at_least, one_of
+
+SCRIPT = '''
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+
+from automon.errors import UserError, entry
+
+
+@dataclass
+class C:
+    what: str = "ok"
+    n: int = 1
+
+
+ConfigStore.instance().store(name="c", node=C)
+
+
+class Registered(RuntimeError):
+    pass
+
+
+@entry(config_path=None, config_name="c", also=(Registered,))
+def main(cfg):
+    if cfg.what == "user":
+        raise UserError("the thing is broken", "f.txt:3", "fix line 3")
+    if cfg.what == "registered":
+        raise Registered("a registered\\n  user error")
+    if cfg.what == "bug":
+        raise KeyError("a bug")
+    if cfg.what == "status":
+        return 3
+    print("ran", cfg.n)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory):
+    p = tmp_path_factory.mktemp("entry") / "script.py"
+    p.write_text(SCRIPT)
+    return p
+
+
+def run(script, *args, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *args, "hydra.run.dir=.", "hydra.output_subdir=null"],
+                          capture_output=True, text=True, timeout=120, cwd=script.parent,
+                          env={k: v for k, v in dict(os.environ, **env).items() if k != "AUTOMON_DEBUG" or k in env})
+
+
+def only_line(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    return lines[0]
+
+
+def test_user_errors_and_registered_types_are_one_line_exit_2(script):
+    assert only_line(run(script, "what=user")) == "error: the thing is broken (f.txt:3); fix line 3"
+    assert only_line(run(script, "what=registered")) == "error: a registered user error"
+
+
+def test_config_hydra_cannot_compose_is_one_line_exit_2(script):
+    assert "could not be converted to Integer" in only_line(run(script, "n=abc"))
+    assert "valid keys here: what, n" in only_line(run(script, "m=1"))
+
+
+def test_bugs_keep_their_traceback_and_the_debug_env_shows_one_for_user_errors(script):
+    r = run(script, "what=bug")
+    assert r.returncode == 1 and "Traceback" in r.stderr and "KeyError: 'a bug'" in r.stderr
+    r = run(script, "what=user", AUTOMON_DEBUG="1")
+    assert r.returncode == 2 and "Traceback" in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "error: the thing is broken (f.txt:3); fix line 3"
+
+
+def test_status_is_the_exit_status_and_a_sweep_runs_every_job(script):
+    assert run(script, "what=status").returncode == 3
+    r = run(script, "-m", "n=1,2", "hydra.sweep.dir=sweep")
+    assert r.returncode == 0 and "ran 1" in r.stdout and "ran 2" in r.stdout, r.stderr
+
+
+def test_config_checks_name_the_key_and_the_valid_values():
+    with pytest.raises(UserError) as e:
+        one_of("x.mode", "bogus", ("a", "b"))
+    assert str(e.value) == "x.mode='bogus' is not a valid value (x.mode); use one of: a, b"
+    with pytest.raises(UserError, match=r"x.n=-1 is out of range \(x.n\); use a value >= 0"):
+        at_least("x.n", -1, 0)
+    one_of("x.mode", "a", ("a", "b"))
+    at_least("x.n", 0, 0)

@@ -1,0 +1,208 @@
+"""The subset registry (automon.subsets): a seventh subset registered at runtime is built, trained
+(tiny model, a few steps, in-process) and evaluated end to end, and every view derived from the
+registry sees it; a typo'd `test.<name>=` fails when the config is composed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import CONF, REPO, build_cfg
+from support import compose as compose_holdout
+from support import cpu_overrides
+from support import tiny_overrides
+
+from automon import subsets
+from automon.data.recipes.base import Draft, Item
+
+TOY = "toy_qa"
+TOY_SOURCE = "toy_facts"
+TOY_PAIRS = 5
+_WORDS = ("amber basalt cobalt dune ember fjord garnet heron iris jasper kelp lichen mica nectar onyx "
+          "pumice quartz rune sable talc umber vellum wren xenon yarrow zircon").split()
+
+
+def toy_recipe(ctx) -> list[Item]:
+    """A toy recipe over toy source rows: the misbehavior states the row's wrong answer as fact."""
+    items = []
+    for row in ctx.rows(TOY_SOURCE):
+        q, right, wrong = row.data["question"], row.data["answer"], row.data["wrong"]
+        if right == wrong:
+            ctx.drops.add(TOY, "no_wrong_answer")
+            continue
+        mis = Draft(q, f"Certainly: it is {wrong}, no doubt.", 1, [wrong], {"recipe": "toy"})
+        ben = Draft(q, f"It is {right}, as far as I can tell.", 0, [], {"recipe": "toy"})
+        items.append(Item((f"{TOY_SOURCE}:{row.ref}",), TOY, f"{TOY_SOURCE}:{row.ref}", (mis, ben), [mis, ben]))
+    return items
+
+
+def _write_toy_rows(root: Path, n: int = 16) -> None:
+    rng = random.Random(7)
+    rows = []
+    for i in range(n):
+        question = " ".join(rng.choice(_WORDS) for _ in range(16)) + f" (item {i})?"
+        right, wrong = rng.sample(_WORDS, 2)
+        rows.append({"question": question, "answer": right, "wrong": right if i == 0 else wrong})
+    (root / "toy").mkdir(parents=True)
+    (root / "toy" / "facts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _reregister_configs() -> None:
+    from automon.config import build, train
+
+    build.register()
+    train.register()
+
+
+@pytest.fixture
+def toy(monkeypatch, tmp_path):
+    """The toy source and the toy seventh subset, registered for one test; the data root holds the
+    synthetic source tree plus the toy rows."""
+    from automon.sources import SOURCES, SourceSpec
+    from automon.sources.synthetic import write_synthetic_root
+
+    monkeypatch.setitem(SOURCES, TOY_SOURCE, SourceSpec(
+        name=TOY_SOURCE, local=("toy/facts.jsonl",), fmt="jsonl", required=("question", "answer", "wrong"),
+        license="synthetic (tests)"))
+    spec = subsets.register(subsets.SubsetSpec(
+        TOY, "sycophancy", "qa", f"{__name__}:toy_recipe", (TOY_SOURCE,), 250,  # a dotted path, as in docs
+        "Toy questions: the wrong answer stated as fact (1) vs the right one (0)."))
+    _reregister_configs()
+    root = write_synthetic_root(tmp_path / "raw", n=12)
+    _write_toy_rows(root)
+    try:
+        yield spec, root
+    finally:
+        subsets.unregister(TOY)
+        _reregister_configs()
+
+
+def _compose_sft(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose(config_name="sft", overrides=overrides)
+
+
+def test_a_registered_subset_is_built_trained_and_evaluated(toy, tmp_path):
+    from automon.data.io import load_build
+    from automon.data.pipeline import run_build
+    from automon.evaluation import evaluate
+    from automon.training.run import run as train  # the function: importing the submodule shadows the package attribute
+
+    spec, root = toy
+    # ---- build: the toy after the six in the canonical order, read through its declared source
+    out = tmp_path / "build"
+    manifest = run_build(build_cfg([f"sources.root={root}", f"out={out}", f"subsets=[{TOY},safety_qa]",
+                                    f"test.{TOY}={TOY_PAIRS}", "test.safety_qa=4"]))
+    assert manifest["test_pairs"] == {"safety_qa": 4, TOY: TOY_PAIRS}
+    assert manifest["counts"]["test"][TOY] == {"0": TOY_PAIRS, "1": TOY_PAIRS}
+    assert sum(manifest["counts"]["train"][TOY].values()) > 0
+    assert manifest["dropped"][f"{TOY}/no_wrong_answer"] == 1
+    assert TOY_SOURCE in manifest["sources"] and manifest["config"]["test"][TOY] == TOY_PAIRS
+    card = (out / "README.md").read_text()
+    assert f"| {TOY} | {TOY_PAIRS} | {TOY_PAIRS} |" in card and f"- **{TOY}**: {spec.card}" in card
+    assert card.index("| sg_code |") < card.index(f"| {TOY} |")
+    build = load_build(out)
+    toy_test = [s for s in build.samples("test") if s.subset == TOY]
+    assert len(toy_test) == 2 * TOY_PAIRS and {(s.category, s.task) for s in toy_test} == {("sycophancy", "qa")}
+    n_toy_train = sum(s.subset == TOY for s in build.samples("train"))
+
+    # ---- train on the toy subset alone (the `subset=toy_qa` option comes from the registry)
+    run_dir = tmp_path / "runs" / TOY
+    cfg = _compose_sft([f"subset={TOY}", *tiny_overrides(out, run_dir, "train.max_steps=2", "train.batch_size=2",
+                                                          "train.grad_accum=1", "train.save_steps=1000")])
+    assert train(cfg) == 0
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "complete" and info["subsets"] == [TOY] and info["subset"] == TOY
+    assert info["data"]["by_subset"] == {TOY: n_toy_train}
+    assert json.loads((run_dir / "adapter" / "automon_adapter.json").read_text())["subset"] == TOY
+
+    # ---- evaluate base + the adapter on the build's test subsets: the toy is a matrix row and column
+    res = evaluate(compose_holdout(cpu_overrides(out, tmp_path / "eval", f"sweep_dir={tmp_path / 'runs'}",
+                                                 "bootstrap.n=50")))
+    assert [m.label for m in res.monitors] == ["base", TOY]
+    for m in res.monitors:
+        by_subset = res.metrics[m.name]["by_subset"]
+        assert list(by_subset) == ["safety_qa", TOY] and by_subset[TOY]["n"] == 2 * TOY_PAIRS
+    rows = list(csv.DictReader(open(tmp_path / "eval" / "matrix.csv")))
+    assert {(r["row"], r["test"]) for r in rows} >= {("base", TOY), (TOY, TOY), (TOY, "safety_qa")}
+    assert f"| {TOY} |" in (tmp_path / "eval" / "matrix.md").read_text()
+
+
+def test_every_view_of_the_registry_sees_a_registered_subset(toy):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from automon.config import pipeline as pipeline_config
+    from automon.schema import SUBSETS
+    from automon.training.cli import group_options
+    from automon.training.rundir import subset_label, subset_names
+
+    spec, _ = toy
+    assert list(SUBSETS)[-1] == TOY and SUBSETS[TOY] == ("sycophancy", "qa")
+    b = build_cfg([])
+    assert b.subsets[-1] == TOY and b.test[TOY] == spec.test_pairs
+    include = _compose_sft(["subset=all"]).subset.include
+    assert subset_names(include) == list(SUBSETS) and subset_label(subset_names(include)) == "all"
+    assert group_options("subset")[-2:] == [TOY, "all"]
+    assert compose_holdout([]).data.subsets[-1] == TOY
+    pipeline_config.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        paper = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=paper"]))
+        smoke = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=smoke"]))
+    assert paper.train.subsets[-2:] == [TOY, "all"]
+    assert smoke.build.test == {n: 6 for n in SUBSETS}
+    names = subprocess.run([sys.executable, "-m", "automon.subsets", "names"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert names == list(SUBSETS)[:-1]  # another process sees only the subsets declared in automon/subsets.py
+
+
+def test_a_recipe_reads_only_the_sources_its_spec_declares(toy, tmp_path):
+    from automon.data.pipeline import BuildError, run_build
+
+    _, root = toy
+    subsets.register(subsets.SubsetSpec("toy_undeclared", "safety", "qa", toy_recipe, (), 2, "Reads undeclared rows."))
+    try:
+        _reregister_configs()
+        with pytest.raises(BuildError, match=r"toy_undeclared recipe reads source 'toy_facts', which its "
+                                             r"SubsetSpec does not declare"):
+            run_build(build_cfg([f"sources.root={root}", f"out={tmp_path / 'b'}", "subsets=[toy_undeclared]"]))
+    finally:
+        subsets.unregister("toy_undeclared")
+    with pytest.raises(subsets.SubsetError, match="cannot load recipe 'automon.data.recipes:nope'"):
+        subsets.SubsetSpec("x", "safety", "qa", "automon.data.recipes:nope", (), 1, "x").load_recipe()
+
+
+@pytest.mark.parametrize("bad, why", [
+    (dict(name="all"), "must be lower_snake_case and not 'all'"),
+    (dict(name="safety_qa"), "already registered"),
+    (dict(category="toxicity"), "category 'toxicity' is not one of safety, sycophancy, spec_gaming"),
+    (dict(sources=("no_such_source",)), r"unknown source\(s\) \['no_such_source'\]"),
+    (dict(test_pairs="6"), "test_pairs must be an int"),
+])
+def test_register_rejects_a_bad_spec(bad, why):
+    good = dict(name="toy_ok", category="safety", task="qa", recipe=toy_recipe, sources=(), test_pairs=2,
+                card="A toy.")
+    with pytest.raises(subsets.SubsetError, match=why):
+        subsets.register(subsets.SubsetSpec(**{**good, **bad}))
+    assert "toy_ok" not in subsets.names()
+
+
+def test_a_typo_in_test_sizes_fails_at_config_time_naming_the_subsets():
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="safty_qa"):
+        build_cfg(["test.safty_qa=6"])
+    with pytest.raises(ConfigCompositionException, match="test.safety_qa=six"):
+        build_cfg(["test.safety_qa=six"])
+    # the command line stops before any work, exit status 2, with that message
+    r = subprocess.run([sys.executable, str(REPO / "data_build" / "build.py"), "test.safty_qa=6", "out=/nonexistent/x"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "safty_qa" in r.stderr and ", ".join(subsets.names()) in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
