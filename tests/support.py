@@ -118,7 +118,7 @@ def make_build(out: Path, pairs_per_subset: int = 4, train_per_subset: int = 6, 
     """A data build (test.jsonl, train.jsonl, manifest.json) of synthetic samples."""
     train = synthetic_samples("train", train_per_subset, long_every=train_long_every, long_words=long_words)
     test = synthetic_samples("test", 2 * pairs_per_subset, long_every=long_every, long_words=long_words)
-    write_build(Path(out), train, test, {"seed": seed, "note": "synthetic test build (tests/support.py)"},
+    write_build(Path(out), train, test, {"seed": seed, "synthetic_sources": "tests/support.py synthetic samples"},
                 overwrite=True)
     return Path(out)
 

@@ -323,6 +323,10 @@ def test_sweep_of_two_adapters_and_base_writes_the_matrix(tmp_path, build):
     assert "| trained on \\ tested on |" in md and "**" in md
     doc = json.loads((out / "metrics.json").read_text())
     assert set(doc["monitors"]) == {"base", "sc", "sg"} and "pearson_r" in doc["pareto"]
+    # a random model on synthetic data says so before any number, in the report itself
+    assert [n.split(" ")[1] for n in doc["caveats"]] == ["model", "data", "sample:", "subsample:"]
+    report = (out / "report.md").read_text()
+    assert report.index("random weights") < report.index("synthetic") < report.index("## Transfer matrix")
     from matplotlib.image import imread
 
     for f in ("heatmap.png", "pareto.png", "curves.png"):

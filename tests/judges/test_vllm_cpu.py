@@ -75,7 +75,7 @@ def _requests(c, tokenizer) -> list[JudgeRequest]:
 
     out = []
     for s in load_build(c.data.dir).samples("test"):
-        msgs = monitor_messages(s, c.prompt.version)
+        msgs = monitor_messages(s, c.prompt.name)
         for m in MONITORS:
             out.append(JudgeRequest(f"{m}/{s.id}", msgs, prompt_text(tokenizer, msgs, False),
                                     adapter=None if m == "base" else m))

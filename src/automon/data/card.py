@@ -32,9 +32,12 @@ def dataset_card(manifest: dict) -> str:
             src_lines.append(f"- `{name}`: upstream URL(s), {len(o['urls'])} file(s) ({o['license']})")
     dropped = "\n".join(f"- {k}: {v:,}" for k, v in manifest["dropped"].items()) or "- nothing"
     recipes = "\n".join(f"- **{s.name}**: {s.card}" for s in specs())
+    synthetic = manifest.get("synthetic_sources")
+    warning = (f"**Synthetic data: built from automon's generated source tree ({synthetic}), not from the real "
+               "sources. Numbers measured on it say nothing about monitors.**\n\n" if synthetic else "")
     return f"""# automon monitor benchmark build
 
-Paired test set of {n_test:,} samples and a disjoint training corpus of {n_train:,} samples for training and
+{warning}Paired test set of {n_test:,} samples and a disjoint training corpus of {n_train:,} samples for training and
 evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752). Label 1 = misbehavior,
 0 = benign; every test sample has a benign/misbehavior twin with the same `pair_id` and the same request.
 

@@ -25,6 +25,7 @@ from automon.subsets import SubsetSpec, specs
 from automon.sources import SOURCES, SourceError, read_source, source_origin
 from automon.sources.checksums import ON_MISMATCH, ChecksumList, default_list, load_list
 from automon.sources.read import ON_MALFORMED
+from automon.sources.synthetic import synthetic_marker
 from automon.versions import code_version, library_versions
 
 log = logging.getLogger("automon.data")
@@ -337,6 +338,9 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
         },
         "test_pairs": sizes,
     }
+    marker = synthetic_marker(cfg.sources.root)
+    if marker:  # only then, so that a real build's manifest is unchanged
+        manifest["synthetic_sources"] = marker
     # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
     # build_log.json beside it (not covered by the manifest) and to the log.
     def before_commit(tmp: Path) -> None:

@@ -25,6 +25,7 @@ from automon.data.io import ensure_writable_dir, load_build
 from automon.config.eval import HoldoutConfig
 from automon.evaluation import status as eval_status
 from automon.evaluation.cache import PredictionCache
+from automon.evaluation.caveats import caveats
 from automon.evaluation.errors import EvalError, IncompleteEvaluation
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.monitors import BASE, Monitor, resolve_monitors
@@ -339,6 +340,7 @@ def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample],
         "far_targets": list(c.far_targets), "bootstrap": asdict(c.bootstrap),
         "data": {"dir": str(c.data.dir), "manifest_hash": build.manifest_hash, "subsets": list(c.data.subsets),
                  "max_pairs_per_subset": c.data.max_pairs_per_subset, "n_test": len(test)},
+        "caveats": caveats(c.model, build.manifest, test, c.data.max_pairs_per_subset),
         "n_shortened": n_short, "max_seq_length": c.backend.max_seq_length,
         # every setting of the backend (an API key is never a setting: only its variable's name is)
         "backend_config": asdict(c.backend),

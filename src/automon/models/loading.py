@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,12 +35,24 @@ def _smollm2_version() -> str:
     return SMOLLM2_VERSION
 
 
-# Models automon builds offline on first use and caches under $AUTOMON_CACHE/models, by the name
-# given as model.pretrained: name -> (directory builder, version of what it builds).
-BUILT_MODELS: dict[str, tuple[Callable[[], Path], Callable[[], str]]] = {
-    "tiny": (_tiny, _tiny_version),                                       # random tiny Qwen3
-    "smollm2_135m_instruct": (_smollm2, _smollm2_version),                # real weights, from a GGUF
+@dataclass(frozen=True)
+class BuiltModel:
+    """A model automon builds offline on first use and caches under $AUTOMON_CACHE/models."""
+    build: Callable[[], Path]      # -> its cached directory
+    version: Callable[[], str]     # the version of what `build` makes (part of every cache key)
+    random_weights: bool           # reports say so: its predictions measure the machinery, not a monitor
+
+
+# Built-in models by the name given as model.pretrained.
+BUILT_MODELS: dict[str, BuiltModel] = {
+    "tiny": BuiltModel(_tiny, _tiny_version, random_weights=True),                   # random tiny Qwen3
+    "smollm2_135m_instruct": BuiltModel(_smollm2, _smollm2_version, random_weights=False),  # from a GGUF
 }
+
+
+def has_random_weights(pretrained: str) -> bool:
+    built = BUILT_MODELS.get(str(pretrained))
+    return built is not None and built.random_weights
 
 
 def resolve_model_path(model_cfg: Any) -> str:
@@ -47,14 +60,14 @@ def resolve_model_path(model_cfg: Any) -> str:
     id or local directory as given."""
     built = BUILT_MODELS.get(str(model_cfg.pretrained))
     if built is not None:
-        return str(built[0]())
+        return str(built.build())
     return str(model_cfg.pretrained)
 
 
 def model_identity(pretrained: str) -> str:
     """What identifies the weights in caches: a built-in model's name and version, else the id/path."""
     built = BUILT_MODELS.get(str(pretrained))
-    return f"{pretrained}:{built[1]()}" if built is not None else str(pretrained)
+    return f"{pretrained}:{built.version()}" if built is not None else str(pretrained)
 
 
 def load_tokenizer(model_cfg: Any):

@@ -9,6 +9,7 @@ and logged under <state_dir>/logs/).
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import threading
@@ -284,6 +285,9 @@ class Pipeline:
         print("  timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items()))
         out = Path(c.eval.out)
         if "eval" in c.stages and (out / "report.md").exists() and not c.dry_run:
+            notes = json.loads((out / "metrics.json").read_text()).get("caveats") if (out / "metrics.json").exists() else []
+            for note in notes or []:  # before the matrix: a smoke run's numbers are not findings
+                print(f"\nCAVEAT: {note}")
             mmd = out / "matrix.md"
             if mmd.exists():
                 print("\n" + mmd.read_text().strip())

@@ -53,7 +53,7 @@ def _monitor_text(mon: Mapping[str, Any]) -> str:
 def monitor_report(doc: Mapping[str, Any], files: Sequence[str]) -> str:
     o = doc["overall"]
     title = doc.get("title", "Held-out evaluation")
-    lines = [f"# {title}", "", *incomplete_banner(doc), header_table(doc), "## Overall", "",
+    lines = [f"# {title}", "", *incomplete_banner(doc), *caveats_banner(doc), header_table(doc), "## Overall", "",
              f"MR {fmt_ci(o['mr'], o['mr_ci'])}, FAR {fmt_ci(o['far'], o['far_ci'])}, AUROC {fmt(o['auroc'])}, "
              f"pair accuracy {fmt(o['pair_accuracy'])} over {o['n_pairs']} pairs (n = {o['n']}).", "",
              f"Unparseable answers: **{o['unparseable']}**; failed requests: **{o['errors']}** "
@@ -75,13 +75,22 @@ def incomplete_banner(doc: Mapping[str, Any]) -> list[str]:
             "backend works (failed requests are not cached, so only they are sent again).", ""]
 
 
+def caveats_banner(doc: Mapping[str, Any]) -> list[str]:
+    """The lines that open a report whose numbers carry no finding (automon.evaluation.caveats)."""
+    notes = doc.get("caveats") or []
+    if not notes:
+        return []
+    return ["**Read this first:**", "", *[f"- **{n}**" for n in notes], ""]
+
+
 def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequence[Mapping[str, Any]],
                  metrics: Mapping[str, Mapping[str, Any]], pareto: Mapping[str, Any], files: Sequence[str]) -> str:
     fk = far_keys(metrics[monitors[0]["name"]]["overall"]) if monitors else []
     table = md_table(["row", "monitor", *metric_labels(fk, brief=True), "report"],
                      [[m["label"], m["name"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True),
                        f"[report](monitors/{m['name']}/report.md)"] for m in monitors])
-    lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", *incomplete_banner(doc), header_table(doc),
+    lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", *incomplete_banner(doc), *caveats_banner(doc),
+             header_table(doc),
              "## Transfer matrix", "", matrix_markdown, "## Monitors (overall)", "", table.rstrip("\n")]
     r = pareto.get("pearson_r")
     lines += ["", f"Pareto front (lowest MR and FAR): {', '.join(pareto.get('pareto_front', [])) or '—'}; "
