@@ -191,6 +191,10 @@ def test_smoke_pipeline_report_has_a_real_matrix(smoke):
     assert "Miss rate" in report and "False alarm rate" in report and "heatmap.png" in report
     # the pipeline prints the matrix and where everything is
     assert "Miss rate (MR" in r.stdout and "report: evals/smoke/report.md" in r.stdout
+    # ... and says, in the report itself and before the matrix, that its numbers are no finding
+    head = report.split("## Transfer matrix")[0]
+    assert "random weights" in head and "synthetic" in head and "Small sample" in head
+    assert r.stdout.count("CAVEAT:") == 3 and r.stdout.index("CAVEAT:") < r.stdout.index("Miss rate (MR")
 
 
 @pytest.mark.slow
