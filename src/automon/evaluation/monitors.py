@@ -25,6 +25,7 @@ class Monitor:
     rank: int | None = None
     meta: AdapterMeta | None = None
     mismatches: list[str] = field(default_factory=list)
+    kind: str = "lora"             # lora: adapter_dir is a PEFT adapter | probe: a fitted probe (backend=probe)
 
     @property
     def lora(self) -> LoraAdapter | None:
@@ -33,7 +34,7 @@ class Monitor:
         return LoraAdapter(name=self.name, path=str(self.adapter_dir), rank=int(self.rank or 0))
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "label": self.label,
+        return {"name": self.name, "label": self.label, "kind": self.kind,
                 "adapter": str(self.adapter_dir) if self.adapter_dir else None,
                 "adapter_hash": self.adapter_hash, "lora_rank": self.rank,
                 "trained_on": self.meta.subset if self.meta else None,
@@ -148,7 +149,12 @@ def sweep_adapters(sweep_dir: Path) -> list[tuple[str, Path]]:
 
 def resolve_monitors(cfg: Any) -> list[Monitor]:
     """The monitors to score, mismatch-checked (AdapterMismatch unless allow_mismatch)."""
-    if cfg.sweep_dir:
+    own = cfg.backend.monitors(cfg)
+    if own is not None:
+        if cfg.sweep_dir or cfg.adapter:
+            raise EvalError(f"backend={cfg.backend.name} scores its own monitors; drop sweep_dir= and adapter=")
+        mons = own
+    elif cfg.sweep_dir:
         mons = [_adapter_monitor(d, n, cfg) for n, d in sweep_adapters(Path(cfg.sweep_dir))]
         if cfg.include_base:
             mons.insert(0, Monitor(name=BASE, label=BASE))

@@ -69,14 +69,14 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
         (d / "report.md").write_text(markdown.monitor_report(docs[m.name], files), encoding="utf-8")
         return files
 
-    if not c.sweep_dir:
+    if not c.sweep_dir and len(monitors) == 1:
         m = monitors[0]
         files = monitor_files(out_dir, m, figure=True)
         written += [out_dir / f for f in files]
         _mirror(c, out_dir, monitors, docs, None, images)
         return written
 
-    # ---- sweep: one folder per monitor + the matrix at the top
+    # ---- a sweep, or a backend with several monitors of its own (probes): one folder per monitor + the matrix
     for m in monitors:
         monitor_files(out_dir / "monitors" / m.name, m, figure=False)
     described = [m.describe() for m in monitors]
@@ -98,7 +98,8 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     files.append("monitors/<name>/{predictions.jsonl, metrics.json, report.md}")
     head = {k: v for k, v in docs[monitors[0].name].items()
             if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title")}
-    head["title"] = f"Held-out transfer matrix: {c.sweep_dir} ({len(monitors)} monitors)"
+    head["title"] = (f"Held-out transfer matrix: {c.sweep_dir or c.backend.model_label(c.model)} "
+                     f"({len(monitors)} monitors)")
     from automon.evaluation.run import request_summary
 
     head["requests"] = request_summary([r for m in monitors for r in preds[m.name]], c.max_failed_share)

@@ -327,7 +327,7 @@ def earlier_failures(out_dir: Path, manifest_hash: str, n_test: int, c: HoldoutC
 
 def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample], shots: Sequence[Sample],
                 n_short: int, m: Monitor, cache: PredictionCache) -> dict[str, Any]:
-    who = "base model" if m.adapter_dir is None else f"adapter {m.name}"
+    who = "base model" if m.adapter_dir is None else f"{'probe' if m.kind == 'probe' else 'adapter'} {m.name}"
     doc: dict[str, Any] = {
         "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",
         "metrics_version": METRICS_VERSION,

@@ -24,10 +24,12 @@ from automon.judges.base import (  # noqa: F401
 )
 from automon.judges.hf import HFConfig
 from automon.judges.openai_api import OpenAIConfig
+from automon.judges.probe import ProbeConfig
 from automon.judges.vllm_engine import VLLMConfig
 
 # backend= option -> its schema. Each schema's `name` default is its option name.
-BACKENDS: dict[str, type[BackendConfig]] = {cls.name: cls for cls in (VLLMConfig, HFConfig, OpenAIConfig)}
+BACKENDS: dict[str, type[BackendConfig]] = {cls.name: cls for cls in (VLLMConfig, HFConfig, OpenAIConfig,
+                                                                                  ProbeConfig)}
 
 
 def make_judge(cfg: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> Judge:

@@ -109,6 +109,11 @@ class BackendConfig:
         the adapter (None: the base model). Two configs with equal identities share cached predictions."""
         raise NotImplementedError(f"{type(self).__name__} must say what identifies its predictions")
 
+    def monitors(self, cfg: Any) -> list | None:
+        """The monitors this backend scores when it defines its own (backend=probe: one per training
+        subset); None: the base model and the adapters of adapter= / sweep_dir=."""
+        return None
+
     def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "Judge":
         """The judge for one evaluation (heavy imports happen here, never at module import)."""
         raise NotImplementedError(f"{type(self).__name__} must build its judge")

@@ -42,6 +42,8 @@ def header_table(doc: Mapping[str, Any]) -> str:
 def _monitor_text(mon: Mapping[str, Any]) -> str:
     if not mon.get("adapter"):
         return "base model (no adapter)"
+    if mon.get("kind") == "probe":
+        return f"probe `{mon['name']}` trained on {mon['label']} (`{mon['adapter']}`, identity sha256 {mon['adapter_hash'][:12]})"
     txt = f"adapter `{mon['adapter']}` (sha256 {mon['adapter_hash'][:12]}, rank {mon['lora_rank']})"
     if mon.get("trained_on"):
         txt += f", trained on {mon['trained_on']}"

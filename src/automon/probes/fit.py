@@ -1,0 +1,108 @@
+"""Fitting a probe on a build's training split, and its identity (what its predictions depend on).
+
+A probe is a logistic regression on features of the probe text (automon.probes.features): TF-IDF word
+1-2 grams for `lexical`, a frozen sentence encoder for `minilm`, a causal LM's pooled hidden state for
+`hidden`. It is trained like an adapter, on one subset's training samples or on all of them, from a
+deterministic label-stratified subsample (at most `cap` per subset and label), and
+gives P(misbehavior) for any sample, so the evaluation scores it exactly as it scores an LLM judge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from automon.probes.features import Encoder, features, probe_text
+from automon.schema import Sample
+from automon.subsets import ALL
+
+PROBE_VERSION = "probe_v1"  # bump when fitting changes (regularisation, vectoriser, subsampling)
+PROBE_KINDS = ("lexical", "minilm", "hidden")
+
+
+def training_samples(train: Sequence[Sample], subset: str, cap: int, seed: int) -> list[Sample]:
+    """At most `cap` samples of each label from each subset (`subset=all`: from every subset), drawn
+    with a seeded shuffle of the ids in sorted order, so the same build gives the same set."""
+    groups: dict[tuple[str, int], list[Sample]] = defaultdict(list)
+    for s in train:
+        if subset in (ALL, s.subset):
+            groups[(s.subset, s.label)].append(s)
+    out: list[Sample] = []
+    for key in sorted(groups):
+        rows = sorted(groups[key], key=lambda s: s.id)
+        random.Random(f"{seed}:{key[0]}:{key[1]}").shuffle(rows)
+        out += rows[:cap]
+    return sorted(out, key=lambda s: s.id)
+
+
+@dataclass
+class Probe:
+    kind: str
+    model: Any                          # sklearn estimator with predict_proba
+    encoder: Encoder | None = None      # None for lexical (the vectoriser is part of `model`)
+
+    def predict(self, samples: Sequence[Sample], cache_root: Path | None = None) -> np.ndarray:
+        """P(misbehavior) per sample."""
+        x = ([probe_text(s) for s in samples] if self.encoder is None
+             else features(self.encoder, samples, cache_root))
+        return self.model.predict_proba(x)[:, 1]
+
+
+def fit_probe(kind: str, encoder: Encoder | None, train: Sequence[Sample], seed: int,
+              cache_root: Path | None = None, progress: Callable[[int], None] | None = None) -> Probe:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    y = np.array([s.label for s in train])
+    if len(set(y.tolist())) < 2:
+        from automon.errors import UserError
+
+        raise UserError(f"a {kind} probe needs training samples of both labels; got {len(train)} of one label",
+                        "backend.train_subsets", "train on a subset whose training split has both labels")
+    # liblinear, not lbfgs: deterministic to the last bit for a fixed input order and seed.
+    lr = LogisticRegression(C=1.0, max_iter=2000, solver="liblinear", random_state=seed)
+    if encoder is None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=200_000,
+                                              sublinear_tf=True), lr)
+        model.fit([probe_text(s) for s in train], y)
+    else:
+        model = make_pipeline(StandardScaler(), lr)
+        model.fit(features(encoder, train, cache_root, progress), y)
+    return Probe(kind, model, encoder)
+
+
+def probe_identity(kind: str, encoder: Encoder | None, subset: str, cap: int, seed: int,
+                   manifest_hash: str) -> dict[str, Any]:
+    return {"probe": kind, "version": PROBE_VERSION, "features": encoder.identity if encoder else "tfidf-1-2gram",
+            "train_subset": subset, "cap_per_subset_label": cap, "seed": seed, "data_manifest_hash": manifest_hash}
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def save_probe(probe: Probe, d: Path, identity: dict[str, Any], n_train: int) -> None:
+    """The fitted classifier (not the encoder: it is rebuilt from the identity) and what made it."""
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / "probe.pkl.tmp"
+    tmp.write_bytes(pickle.dumps(probe.model))
+    tmp.replace(d / "probe.pkl")
+    (d / "probe.json").write_text(json.dumps({**identity, "n_train": n_train}, indent=1, sort_keys=True) + "\n")
+
+
+def load_probe(d: Path, kind: str, encoder: Encoder | None) -> Probe | None:
+    f = d / "probe.pkl"
+    if not (f.exists() and (d / "probe.json").exists()):
+        return None
+    return Probe(kind, pickle.loads(f.read_bytes()), encoder)
