@@ -63,7 +63,7 @@ class Pipeline:
         self.verb = "would run" if c.dry_run else "running"
         self.build_run: StageRun | None = None
         self.train_runs: dict[str, StageRun] = {}  # subsets entry -> its run
-        self.eval_run: StageRun | None = None
+        self.eval_runs: dict[str, StageRun] = {}  # "eval" and "eval <name>" per eval.also entry -> its run
         # dry run only: what would have run before a later stage (that stage's answer can only be provisional)
         self.build_pending = False
         self.train_pending: list[str] = []
@@ -96,7 +96,14 @@ class Pipeline:
                 self.train_runs = {e: compose_stage("train", f"train {entry_dirname(e)}", train_overrides(c, e),
                                                     self.py, self.repo) for e in c.train.subsets}
             if "eval" in c.stages:
-                self.eval_run = compose_stage("eval", "eval", eval_overrides(c), self.py, self.repo)
+                self.eval_runs = {"eval": compose_stage("eval", "eval", eval_overrides(c), self.py, self.repo)}
+                for name in c.eval.also:
+                    self.eval_runs[f"eval {name}"] = compose_stage("eval", f"eval {name}", eval_overrides(c, name),
+                                                                   self.py, self.repo)
+
+    @property
+    def eval_run(self) -> StageRun | None:
+        return self.eval_runs.get("eval")
 
     def _sources_root(self, write: bool = True) -> str | None:
         s = self.c.sources
@@ -243,23 +250,35 @@ class Pipeline:
                      "evaluation scores every adapter in it: move them elsewhere to leave them out")
 
     def eval(self) -> None:
-        c, r = self.c, self.eval_run
-        assert r is not None
+        c = self.c
         t0 = time.perf_counter()
-        if self.train_pending:
-            st = Status(Currency.STALE, f"the runs it scores are trained first: {', '.join(self.train_pending)}")
-        else:
-            st = self._status(r)
-        cmd = None
-        if st.current and "eval" not in c.force:
-            self._skip(r, st)
-        else:
-            why = self._why("eval", st)
-            self.say(f"eval: {self.verb} ({why})")
-            cmd = r.command(self.py, self.repo)
-            self._run(cmd, "eval", "  eval | ")
-            self.summary.append(("eval", self.verb if c.dry_run else "ran", why))
-        self._record("eval", r, st, "ran" if cmd else "current", cmd)
+        for key, r in self.eval_runs.items():
+            t1 = time.perf_counter()
+            if self.train_pending:
+                st = Status(Currency.STALE, f"the runs it scores are trained first: {', '.join(self.train_pending)}")
+            else:
+                st = self._status(r)
+            cmd = None
+            if st.current and "eval" not in c.force:
+                self._skip(r, st)
+            else:
+                why = self._why("eval", st)
+                self.say(f"{key}: {self.verb} ({why})")
+                cmd = r.command(self.py, self.repo)
+                self._run(cmd, key.replace(" ", "_"), f"  {key} | ")
+                self.summary.append((key, self.verb if c.dry_run else "ran", why))
+            self._record(key, r, st, "ran" if cmd else "current", cmd)
+            if len(self.eval_runs) > 1:
+                self.timings[key] = time.perf_counter() - t1
+        if c.eval.also and not c.dry_run:
+            from automon.report.combined import combine, publish
+
+            outs = {key.removeprefix("eval").strip() or c.monitor.prompt: Path(r.cfg.output_dir)
+                    for key, r in self.eval_runs.items()}
+            combine(outs, Path(c.eval.out) / "combined", f"{c.name}: every monitor of {len(outs)} evaluations")
+            if c.eval.publish:
+                publish(outs, Path(c.eval.out) / "combined", Path(c.eval.publish), self.state.path)
+                self.say(f"published to {c.eval.publish}")
         self.timings["eval"] = time.perf_counter() - t0
 
     # ---------------------------------------------------------------- all
@@ -288,7 +307,7 @@ class Pipeline:
             notes = json.loads((out / "metrics.json").read_text()).get("caveats") if (out / "metrics.json").exists() else []
             for note in notes or []:  # before the matrix: a smoke run's numbers are not findings
                 print(f"\nCAVEAT: {note}")
-            mmd = out / "matrix.md"
+            mmd = out / "combined" / "matrix.md" if c.eval.also else out / "matrix.md"
             if mmd.exists():
                 print("\n" + mmd.read_text().strip())
             print(f"\nreport: {out / 'report.md'}  (matrix.csv, matrix.md, heatmap.png, pareto.png, curves.png, "

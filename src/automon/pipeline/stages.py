@@ -171,10 +171,24 @@ def train_multirun_cmd(c: PipelineConfig, py: str, repo: Path, entries: list[str
     return cmd + (["overwrite=true"] if overwrite else [])
 
 
-def eval_overrides(c: PipelineConfig) -> list[str]:
-    return [f"sweep_dir={c.train.runs_dir}", f"model={c.monitor.model}", f"prompt={c.monitor.prompt}",
+def eval_overrides(c: PipelineConfig, also: str | None = None) -> list[str]:
+    """The main evaluation's overrides, or those of the further evaluation `also` (eval.also)."""
+    main = [f"sweep_dir={c.train.runs_dir}", f"model={c.monitor.model}", f"prompt={c.monitor.prompt}",
             f"backend={c.eval.backend}", f"data.dir={c.build.out}", f"output_dir={c.eval.out}",
             *c.eval.args, *c.eval.extra_args]
+    if also is None:
+        return main
+    return merge_overrides(main, [f"output_dir={c.eval.out}/{also}", *c.eval.also[also]])
+
+
+def merge_overrides(base: list[str], extra: list[str]) -> list[str]:
+    """`base` then `extra`, leaving out each override of `base` whose key `extra` sets again (Hydra
+    refuses two values for one config group, e.g. backend=hf and backend=probe)."""
+    def key(o: str) -> str:
+        return o.split("=", 1)[0].lstrip("+~")
+
+    again = {key(o) for o in extra}
+    return [o for o in base if key(o) not in again] + list(extra)
 
 
 def cpu_threads(parallel: int) -> int:

@@ -1,0 +1,119 @@
+"""One matrix over several evaluations of the same build (pipeline.py eval.also): LLM judges,
+adapters and probes side by side, a row each, with the same metric columns, CIs and plots.
+
+Each evaluation keeps its own outputs; this reads their metrics.json (a sweep's or a single
+monitor's), names every monitor `<evaluation>: <row>` and writes <out>/{matrix.csv, matrix.md,
+heatmap.png, pareto.png, metrics.json, report.md}. `publish` copies that plus each evaluation's
+report, metrics, config and predictions (gzipped) to a directory meant to be committed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+from automon.report import markdown, plots, tables
+from automon.report.columns import far_keys, metric_cells, metric_labels
+from automon.schema import SUBSETS
+
+GROUPS = ("overall", "by_subset", "by_category", "by_task")
+
+
+def _monitors(top: dict) -> dict[str, dict]:
+    """name -> {"monitor": describe(), overall, by_subset, ...} for a sweep's or one monitor's metrics.json."""
+    if "monitors" in top:
+        return top["monitors"]
+    return {top["monitor"]["name"]: {"monitor": top["monitor"], **{k: top[k] for k in GROUPS}}}
+
+
+def _provenance(name: str, d: Path, top: dict) -> dict[str, Any]:
+    model = top.get("model") or {}
+    return {"evaluation": name, "dir": str(d), "backend": top.get("backend"), "model": model.get("pretrained"),
+            "prompt": top.get("prompt"), "n_test": top["data"]["n_test"],
+            "max_pairs_per_subset": top["data"]["max_pairs_per_subset"],
+            "data_manifest_hash": top["data"]["manifest_hash"], "code_version": top.get("code_version"),
+            "caveats": top.get("caveats") or []}
+
+
+def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
+    described: list[dict] = []
+    metrics: dict[str, dict] = {}
+    prov = []
+    for ev, d in evals.items():
+        top = json.loads((Path(d) / "metrics.json").read_text())
+        prov.append(_provenance(ev, Path(d), top))
+        for name, m in _monitors(top).items():
+            key = f"{ev}/{name}"
+            described.append({**m["monitor"], "name": key, "label": f"{ev}: {m['monitor']['label']}"})
+            metrics[key] = m
+    hashes = {p["data_manifest_hash"] for p in prov}
+    if len(hashes) != 1:
+        raise ValueError(f"the evaluations scored different builds ({sorted(hashes)}): a combined matrix "
+                         "would compare different test sets")
+    subsets = [s for s in SUBSETS if any(s in m["by_subset"] for m in metrics.values())]
+    rows = tables.matrix_rows(described, metrics, subsets)
+    out.mkdir(parents=True, exist_ok=True)
+    tables.write_matrix_csv(rows, out / "matrix.csv")
+    mmd = tables.matrix_md(rows)
+    (out / "matrix.md").write_text(mmd, encoding="utf-8")
+    plots.heatmap(rows, out / "heatmap.png", title=f"{title}: MR and FAR by monitor x test subset")
+    pareto = plots.pareto_plot([(m["label"], metrics[m["name"]]["overall"]["mr"], metrics[m["name"]]["overall"]["far"])
+                                for m in described], out / "pareto.png")
+    caveats = list(dict.fromkeys(c for p in prov for c in p["caveats"]))
+    doc = {"title": title, "evaluations": prov, "caveats": caveats, "data_manifest_hash": hashes.pop(),
+           "monitors": {m["name"]: {"monitor": m, **{k: metrics[m["name"]][k] for k in GROUPS}} for m in described},
+           "matrix": rows, "pareto": pareto}
+    (out / "metrics.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(_report(doc, mmd, described, metrics), encoding="utf-8")
+    return out
+
+
+def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, dict]) -> str:
+    fk = far_keys(metrics[described[0]["name"]]["overall"])
+    ev = tables.md_table(["evaluation", "backend", "model", "prompt", "test samples scored", "pairs/subset cap",
+                          "report"],
+                         [[p["evaluation"], p["backend"], f"`{p['model']}`", p["prompt"], str(p["n_test"]),
+                           str(p["max_pairs_per_subset"] or "all"), f"[report]({p['evaluation']}/report.md)"]
+                          for p in doc["evaluations"]])
+    mons = tables.md_table(["monitor", *metric_labels(fk, brief=True)],
+                           [[m["label"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True)]
+                            for m in described])
+    p0 = doc["evaluations"][0]
+    lines = [f"# {doc['title']}", "", *markdown.caveats_banner(doc),
+             f"Data manifest sha256 `{doc['data_manifest_hash'][:16]}`, code `{p0['code_version']}`. Each evaluation "
+             "scores its own sample of the test set (its n below): compare rows within a column with their CIs.", "",
+             "## Evaluations", "", ev.rstrip("\n"), "", "## Monitors (overall)", "", mons.rstrip("\n"), "",
+             "## Matrix", "", mmd, "![heatmap](heatmap.png)", "", "![pareto](pareto.png)", ""]
+    return "\n".join(lines)
+
+
+def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_state: Path | None = None) -> Path:
+    """Copy what a reader needs to check every number: the combined results, and per evaluation its
+    report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime)."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(combined, tmp)
+    for ev, d in evals.items():
+        d = Path(d)
+        t = tmp / ev
+        t.mkdir(parents=True)
+        for f in ("report.md", "metrics.json", "config.yaml", "timing.json", "matrix.csv", "matrix.md",
+                  "heatmap.png", "curves.png", "pareto.png"):
+            if (d / f).exists():
+                shutil.copy2(d / f, t / f)
+        for pred in sorted(d.glob("**/predictions.jsonl")):
+            rel = pred.relative_to(d)
+            (t / rel.parent).mkdir(parents=True, exist_ok=True)
+            with open(pred, "rb") as src, gzip.GzipFile(t / rel.parent / (rel.name + ".gz"), "wb", mtime=0) as gz:
+                shutil.copyfileobj(src, gz)
+            report = pred.parent / "report.md"
+            if report.exists() and pred.parent != d:
+                shutil.copy2(report, t / rel.parent / "report.md")
+    if pipeline_state is not None and Path(pipeline_state).exists():
+        shutil.copy2(pipeline_state, tmp / "pipeline_state.json")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest
