@@ -147,6 +147,55 @@ def test_planted_near_duplicate_of_a_test_sample_is_caught(synth_root, small_bui
     assert not any("zeppelin" in s.request for s in train)
 
 
+def test_planted_request_leaks_are_dropped(synth_root, small_build, tmp_path):
+    """A test conversation reappearing in another source row with other answers (as HH-RLHF
+    harmless-base rows 229 and 1161 do) is the same source item: the request alone gives it away,
+    exactly (after case and whitespace) or as a near duplicate. Both are dropped and counted."""
+    test = read_samples(small_build / "test.jsonl")
+    a, b = [s for s in test if s.subset == "safety_qa" and s.label == 1][:2]
+    root = _copy_root(synth_root, tmp_path / "raw")
+    hh = root / "hh-rlhf" / "harmless-base_test.jsonl.gz"
+    rows = [json.loads(line) for line in gzip.open(hh, "rt")]
+    # another row, the same conversation: other case and spacing (the role markers kept)
+    same = "\n\n" + "  ".join(w.upper() if w.isalpha() else w for w in a.request.split(" "))
+    words = b.request.split(" ")
+    words[1] = "zeppelin"
+    near = "\n\n" + " ".join(words)
+    for prefix in (same, near):
+        rows.append({"chosen": f"{prefix}\n\nAssistant: I would rather not, sorry.",
+                     "rejected": f"{prefix}\n\nAssistant: Here is a different answer entirely, step by step."})
+    with open(hh, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as g:
+        g.write("".join(json.dumps(r) + "\n" for r in rows).encode())
+    m = run_build(build_cfg([f"sources.root={root}", *SMALL_TEST, f"out={tmp_path / 'drop'}"]))
+    found = m["disjointness"]["conflicts_found"]
+    # the exact copy shares the HH item key (its normalised request) and never reaches the check
+    assert found.get("near_duplicate_request", 0) >= 1 and m["dropped"]["train/disjoint_near_duplicate_request"] >= 1
+    train = read_samples(tmp_path / "drop" / "train.jsonl")
+    from automon.data.disjoint import normalise
+
+    assert not any("zeppelin" in s.request or normalise(s.request) == normalise(a.request) for s in train)
+    assert len(read_samples(tmp_path / "drop" / "test.jsonl")) == len(test)
+
+
+def test_the_request_alone_identifies_a_source_item():
+    """Recipes key items by source row; the check keys them by request too, whatever the row."""
+    from dataclasses import replace
+
+    from automon.data.disjoint import find_conflicts
+    from support import synthetic_samples
+
+    test = [s for s in synthetic_samples("test", 2) if s.subset == "syco_qa"]
+    t = test[0]
+    long_request = t.request + " " + " ".join(f"context{i}" for i in range(40))
+    test[0] = t = replace(t, request=long_request)
+    same = replace(t, id="tr1", split="train", request="  " + t.request.upper(), response="other words",
+                   meta={"item_keys": ["another:row"]})
+    near = replace(same, id="tr2", request=t.request.replace("context7", "zeppelin"))
+    other = replace(same, id="tr3", request="A different question entirely about " + " ".join(["cats"] * 20))
+    kinds = {c.train_id: c.kind for c in find_conflicts([same, near, other], test).conflicts}
+    assert kinds == {"tr1": "exact_request", "tr2": "near_duplicate_request"}
+
+
 def test_bad_config_fails_early(synth_root, tmp_path):
     with pytest.raises(BuildError, match="unknown subset"):
         run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'x'}", "subsets=[safety_qa,nope]"]))

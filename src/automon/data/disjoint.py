@@ -19,7 +19,9 @@ import numpy as np
 
 from automon.schema import Sample, read_samples
 
-DISJOINT_VERSION = "disjoint-v1"
+# v2: the request alone is checked too (exact after normalisation, and near duplicates), so a
+# training sample cannot carry a test request under another source row (HH-RLHF repeats conversations).
+DISJOINT_VERSION = "disjoint-v2"
 MINHASH_SEED = 1
 MAX_WORDS = 4000  # shingle at most this many words per sample (long code files, long dialogues)
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -35,6 +37,12 @@ def sample_text(s: Sample) -> str:
 
 def text_hash(s: Sample) -> str:
     return hashlib.sha256(normalise(sample_text(s)).encode("utf-8")).hexdigest()
+
+
+def request_hash(s: Sample) -> str:
+    """The request as the monitored model saw it, normalised: the identity of a source item whatever
+    row or file it came from."""
+    return hashlib.sha256(normalise(s.request).encode("utf-8")).hexdigest()
 
 
 def shingles(text: str, n: int) -> list[bytes]:
@@ -92,7 +100,7 @@ def minhash_signatures(texts: Sequence[str], n: int, num_perm: int, workers: int
 class Conflict:
     train_id: str
     test_id: str
-    kind: str  # source_item | exact_text | near_duplicate
+    kind: str  # source_item | exact_text | near_duplicate | exact_request | near_duplicate_request
     detail: str = ""
 
     def to_dict(self) -> dict:
@@ -114,23 +122,56 @@ class ConflictReport:
         return {c.train_id for c in self.conflicts}
 
 
-def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int = 5, num_perm: int = 128,
-                   threshold: float = 0.8, workers: int = 1, memo: dict | None = None) -> ConflictReport:
-    """Every (train, test) collision; one entry per train sample (its first, strongest reason)."""
+def _near_duplicates(test_texts: Sequence[tuple[str, str]], train_texts: Sequence[tuple[str, str]], ngram: int,
+                     num_perm: int, threshold: float, workers: int, memo: dict | None) -> dict[str, tuple[str, float]]:
+    """train key -> (test id, jaccard) of its most similar test text at or above `threshold` (MinHash
+    LSH candidates confirmed by their estimated jaccard; ties keep the smallest test id)."""
     from datasketch import LeanMinHash, MinHashLSH
 
+    if not test_texts or not train_texts:
+        return {}
+    scheme = _minhash_scheme()
+    test_sigs = minhash_signatures([t for _, t in test_texts], ngram, num_perm, workers, memo=memo)
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    by_id = {}
+    for (tid, _), sig in zip(test_texts, test_sigs):
+        m = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
+        by_id[tid] = m
+        lsh.insert(tid, m, check_duplication=False)
+    train_sigs = minhash_signatures([t for _, t in train_texts], ngram, num_perm, workers, memo=memo)
+    found = {}
+    for (key, _), sig in zip(train_texts, train_sigs):
+        m = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
+        best, best_j = None, -1.0
+        # sorted: query() returns a set whose order follows the process's hash seed, and ties in
+        # jaccard keep the first candidate, so the manifest's examples must not depend on it.
+        for tid in sorted(lsh.query(m)):
+            j = m.jaccard(by_id[tid])  # LSH candidates can be false positives: confirm
+            if j >= threshold and j > best_j:
+                best, best_j = tid, j
+        if best is not None:
+            found[key] = (best, best_j)
+    return found
+
+
+def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int = 5, num_perm: int = 128,
+                   threshold: float = 0.8, workers: int = 1, memo: dict | None = None) -> ConflictReport:
+    """Every (train, test) collision; one entry per train sample (its first, strongest reason):
+    a shared source-item key, the same normalised text, the same normalised request, a near-duplicate
+    text (request + response), a near-duplicate request."""
     params = {"version": DISJOINT_VERSION, "ngram": ngram, "num_perm": num_perm, "threshold": threshold,
               "minhash_seed": MINHASH_SEED, "max_words": MAX_WORDS, "library": "datasketch MinHashLSH", "base_hash": "crc32",
-              "text": "request + '\\n' + response, lowercased, \\w+ words"}
-    scheme = _minhash_scheme()
-    params["scheme"] = scheme
+              "text": "request + '\\n' + response, lowercased, \\w+ words; and the request alone"}
+    params["scheme"] = _minhash_scheme()
     report = ConflictReport(params=params)
     test_keys: dict[str, str] = {}
     test_hashes: dict[str, str] = {}
+    test_requests: dict[str, str] = {}
     for t in test:
         for k in t.meta.get("item_keys", []):
             test_keys.setdefault(k, t.id)
         test_hashes.setdefault(text_hash(t), t.id)
+        test_requests.setdefault(request_hash(t), t.id)
 
     remaining: list[Sample] = []
     for s in train:
@@ -142,29 +183,28 @@ def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int =
         if h in test_hashes:
             report.conflicts.append(Conflict(s.id, test_hashes[h], "exact_text"))
             continue
+        r = request_hash(s)
+        if r in test_requests:
+            report.conflicts.append(Conflict(s.id, test_requests[r], "exact_request"))
+            continue
         remaining.append(s)
 
-    if remaining and test:
-        test_sigs = minhash_signatures([sample_text(t) for t in test], ngram, num_perm, workers, memo=memo)
-        lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-        test_mh = []
-        for t, sig in zip(test, test_sigs):
-            m = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
-            test_mh.append(m)
-            lsh.insert(t.id, m, check_duplication=False)
-        by_id = dict(zip((t.id for t in test), test_mh))
-        train_sigs = minhash_signatures([sample_text(s) for s in remaining], ngram, num_perm, workers, memo=memo)
-        for s, sig in zip(remaining, train_sigs):
-            m = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
-            best, best_j = None, -1.0
-            # sorted: query() returns a set whose order follows the process's hash seed, and ties in
-            # jaccard keep the first candidate, so the manifest's examples must not depend on it.
-            for tid in sorted(lsh.query(m)):
-                j = m.jaccard(by_id[tid])  # LSH candidates can be false positives: confirm
-                if j >= threshold and j > best_j:
-                    best, best_j = tid, j
-            if best is not None:
-                report.conflicts.append(Conflict(s.id, best, "near_duplicate", f"jaccard~{best_j:.3f}"))
+    near = _near_duplicates([(t.id, sample_text(t)) for t in test], [(s.id, sample_text(s)) for s in remaining],
+                            ngram, num_perm, threshold, workers, memo)
+    for s in remaining:
+        if s.id in near:
+            tid, j = near[s.id]
+            report.conflicts.append(Conflict(s.id, tid, "near_duplicate", f"jaccard~{j:.3f}"))
+    remaining = [s for s in remaining if s.id not in near]
+    # The request alone, once per distinct request (training variants of an item share it).
+    test_req = {request_hash(t): (t.id, t.request) for t in test}
+    train_req = {request_hash(s): s.request for s in remaining}
+    near_req = _near_duplicates(sorted(test_req.values()), sorted(train_req.items()), ngram, num_perm, threshold,
+                                workers, memo)
+    for s in remaining:
+        hit = near_req.get(request_hash(s))
+        if hit is not None:
+            report.conflicts.append(Conflict(s.id, hit[0], "near_duplicate_request", f"jaccard~{hit[1]:.3f}"))
     return report
 
 
