@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
 
 from automon.config.help import register_help
 
@@ -65,6 +66,20 @@ class DisjointConfig:
 
 
 @dataclass
+class AuditConfig:
+    """The shortcut audit (automon.data.audit): surface baselines that see only the response."""
+    enabled: bool = True
+    max_auroc: float = 0.70          # response-only lexical AUROC above this: the subset has a shortcut
+    max_pair_accuracy: float = 0.75  # ... or pair accuracy above this
+    # fail: stop the build naming the subsets and their give-away n-grams; warn: log and record it.
+    # warn by default while the v1 templates are the default (four subsets exceed: docs/data.md).
+    on_exceed: str = "warn"
+    train_cap: int = 3000            # training samples per label and subset the baselines learn from
+    top_ngrams: int = 8              # n-grams recorded per label
+    seed: int = 0
+
+
+@dataclass
 class BuildConfig:
     out: str = "data/builds/v1"  # the build directory (written whole, or not at all)
     overwrite: bool = False      # replace an existing build at out
@@ -79,7 +94,18 @@ class BuildConfig:
     test: TestSizes = field(default_factory=TestSizes)  # test pairs per subset (test.<subset>=N)
     wordings: WordingsConfig = field(default_factory=WordingsConfig)  # the phrase lists of conf/wordings/<v>.yaml
     disjoint: DisjointConfig = field(default_factory=DisjointConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
     sg_code: SgCodeConfig = field(default_factory=SgCodeConfig)
+
+
+@dataclass
+class AuditRunConfig:
+    """data_build/audit.py: the shortcut audit of an existing build."""
+    build: str = MISSING            # the build directory (manifest.json, train.jsonl, test.jsonl)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    # Where audit.json, audit.md and audit.png go. Null: <build>/audit. The build's own files (and so
+    # its manifest hash, which trained adapters and evaluations record) are never changed.
+    out: Optional[str] = None
 
 
 def build_schema() -> type:
@@ -96,5 +122,6 @@ def register(cs: ConfigStore | None = None) -> None:
     cs = cs or ConfigStore.instance()
     register_help()
     cs.store(name="build_schema", node=build_schema())
+    cs.store(name="audit_schema", node=AuditRunConfig)
     cs.store(group="wordings", name="wordings_schema", node=WordingsConfig)
     cs.store(group="sg_code", name="sg_code_schema", node=SgCodeConfig)

@@ -88,6 +88,8 @@ _SCHEMAS: dict[str, tuple[str, str]] = {
     "build": ("automon.config.build:BuildConfig",
               "Groups: wordings=<v1>, sg_code=<default>. Every key: src/automon/config/build.py; "
               "the data: docs/data.md; errors: docs/errors.md."),
+    "audit": ("automon.config.build:AuditRunConfig",
+              "The audit that every build runs (audit.*, docs/data.md), for a build that exists already."),
     "sft": ("automon.config.train:SFTConfig",
             "Groups: subset=<name>|[a,b]|all, model=<conf/model/*.yaml>, prompt=<name>, trainer=auto|peft|unsloth. "
             "Every key: src/automon/config/train.py; docs/training.md."),

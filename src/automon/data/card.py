@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from automon.data.audit import card_section
 from automon.subsets import names, specs
 
 
@@ -32,6 +33,7 @@ def dataset_card(manifest: dict) -> str:
             src_lines.append(f"- `{name}`: upstream URL(s), {len(o['urls'])} file(s) ({o['license']})")
     dropped = "\n".join(f"- {k}: {v:,}" for k, v in manifest["dropped"].items()) or "- nothing"
     recipes = "\n".join(f"- **{s.name}**: {s.card}" for s in specs())
+    audit_section = card_section(manifest["audit"]) + "\n" if manifest.get("audit") else ""
     synthetic = manifest.get("synthetic_sources")
     warning = (f"**Synthetic data: built from automon's generated source tree ({synthetic}), not from the real "
                "sources. Numbers measured on it say nothing about monitors.**\n\n" if synthetic else "")
@@ -61,11 +63,12 @@ content but not in style, so a monitor can sometimes key on phrasing. Every misb
 
 A source item (question, problem, conversation, function) lands in one split across all subsets.
 Training samples are checked against the test set by shared source-item key (`meta.item_keys`),
-identical normalised text, and MinHash/LSH near-duplicates (word {dj['params']['ngram']}-grams of request +
-response, {dj['params']['num_perm']} permutations, Jaccard >= {dj['params']['threshold']}, datasketch).
+identical normalised text or request, and MinHash/LSH near-duplicates of the request + response and of
+the request alone (word {dj['params']['ngram']}-grams, {dj['params']['num_perm']} permutations, Jaccard >=
+{dj['params']['threshold']}, datasketch).
 Found and dropped: {dj['conflicts_found'] or 'none'}. The written files were re-checked from disk.
 
-## Dropped during the build
+{audit_section}## Dropped during the build
 
 {dropped}
 

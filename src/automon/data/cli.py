@@ -29,3 +29,31 @@ def main_build(cfg) -> int:
     print(f"wrote {cfg.out}: test {n['test']:,} samples, train {n['train']:,} samples "
           f"(manifest.json, README.md)")
     return 0
+
+
+def main_audit(cfg) -> int:
+    """data_build/audit.py: audit a build on disk; its own files stay untouched (see AuditRunConfig.out)."""
+    import json
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from automon.data.audit import audit, card_section, exceed_message, plot
+    from automon.data.io import atomic_dir, load_build
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
+    a = OmegaConf.to_object(cfg.audit)
+    build = load_build(cfg.build, verify=("train", "test"))
+    result = audit(build.samples("train"), build.samples("test"), a)
+    result["build"] = {"dir": str(build.path), "manifest_hash": build.manifest_hash}
+    out = Path(cfg.out) if cfg.out else build.path / "audit"
+    with atomic_dir(out, overwrite=True) as tmp:
+        (tmp / "audit.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        (tmp / "audit.md").write_text(card_section(result), encoding="utf-8")
+        plot(result, tmp / "audit.png")
+    print(card_section(result).split("\n\n", 2)[2].split("\n\n![")[0])
+    print(f"wrote {out}/audit.json, audit.md, audit.png (build manifest sha256 {build.manifest_hash[:12]})")
+    if result["exceeding"]:
+        print(exceed_message(result), file=sys.stderr)
+        return 2 if a.on_exceed == "fail" else 0
+    return 0

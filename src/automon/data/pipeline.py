@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from automon.data.audit import audit, exceed_message
+from automon.data.audit import plot as plot_audit
 from automon.data.card import dataset_card
 from automon.data.disjoint import find_conflicts, verify_build
 from automon.data.io import atomic_dir, write_build_files
@@ -177,6 +179,12 @@ def check_config(cfg) -> None:
     one_of("sources.on_malformed", cfg.sources.on_malformed, ON_MALFORMED, BuildError)
     one_of("sources.on_checksum", cfg.sources.on_checksum, ON_MISMATCH, BuildError)
     one_of("disjoint.on_conflict", cfg.disjoint.on_conflict, ("drop", "fail"), BuildError)
+    one_of("audit.on_exceed", cfg.audit.on_exceed, ("fail", "warn"), BuildError)
+    at_least("audit.train_cap", cfg.audit.train_cap, 2, BuildError)
+    for key in ("max_auroc", "max_pair_accuracy"):
+        if not 0.5 <= getattr(cfg.audit, key) <= 1.0:
+            raise BuildError(f"audit.{key}={getattr(cfg.audit, key)} is out of range", f"audit.{key}",
+                             "use a value in [0.5, 1]: 0.5 is chance")
     unknown = [name for name in cfg.sources.revisions if name not in SOURCES]
     if unknown:
         raise BuildError(f"sources.revisions names unknown source(s) {unknown}", "sources.revisions",
@@ -314,6 +322,15 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     for c in report.conflicts:
         ctx.drops.add("train", f"disjoint_{c.kind}")
 
+    audit_result = None
+    if cfg.audit.enabled:
+        audit_result = ctx.timed("audit", audit, train, test, cfg.audit)
+        if audit_result["exceeding"]:
+            msg = exceed_message(audit_result)
+            if cfg.audit.on_exceed == "fail":
+                raise BuildError(msg, None, "change the templates of those subsets (a new wordings version) so both "
+                                            "labels read alike, or pass audit.on_exceed=warn to build anyway")
+            log.warning("%s", msg)
     manifest = {
         "build_version": BUILD_VERSION,
         "code_version": code_version(),
@@ -338,12 +355,16 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
         },
         "test_pairs": sizes,
     }
+    if audit_result is not None:
+        manifest["audit"] = audit_result
     marker = synthetic_marker(cfg.sources.root)
     if marker:  # only then, so that a real build's manifest is unchanged
         manifest["synthetic_sources"] = marker
     # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
     # build_log.json beside it (not covered by the manifest) and to the log.
     def before_commit(tmp: Path) -> None:
+        if audit_result is not None:
+            plot_audit(audit_result, tmp / "audit.png")
         if d.verify_after_write:
             final = ctx.timed("verify", verify_build, tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo)
             if final.conflicts:

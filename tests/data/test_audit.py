@@ -1,0 +1,78 @@
+"""The shortcut audit (automon.data.audit): it finds a planted cue and names it, stays near chance
+without one, fails or warns the build by config, and gives the same bytes twice."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO, build_cfg, make_build
+from automon.config.build import AuditConfig
+from automon.data.audit import audit
+from automon.data.pipeline import BuildError, run_build
+from automon.schema import SUBSETS, Sample
+
+WORDS = [f"w{i}" for i in range(300)]
+
+
+def _split(split: str, n: int, cue: str | None, seed: int) -> list[Sample]:
+    rng = random.Random(f"{split}:{seed}")
+    out = []
+    for i in range(n):
+        label = i % 2
+        words = [rng.choice(WORDS) for _ in range(rng.randrange(15, 45))]
+        if cue and label:
+            words.insert(rng.randrange(len(words)), cue)
+        out.append(Sample(f"{split}-{i}", f"{split}-p{i // 2}", split, *SUBSETS["sg_qa"], "sg_qa", "synthetic",
+                          "What is the answer?", " ".join(words), label))
+    return out
+
+
+@pytest.mark.parametrize("cue", ["w999", None])  # as long as the other words: length cannot tell
+def test_the_lexical_baseline_finds_a_planted_cue_and_names_it(cue):
+    res = audit(_split("train", 600, cue, 0), _split("test", 300, cue, 1), AuditConfig())
+    r = res["subsets"]["sg_qa"]
+    if cue:
+        assert r["lexical"]["auroc"] > 0.9 and r["lexical"]["pair_accuracy"] > 0.85 and r["exceeds"]
+        assert r["lexical"]["ngrams"]["misbehavior"][0][0] == cue and res["exceeding"] == ["sg_qa"]
+    else:
+        assert 0.35 < r["lexical"]["auroc"] < 0.65 and not r["exceeds"] and res["exceeding"] == []
+    assert 0.35 < r["length"]["auroc"] < 0.7  # the cue adds one word to 15-44: length barely tells
+    assert res == audit(_split("train", 600, cue, 0), _split("test", 300, cue, 1), AuditConfig())
+
+
+def test_the_ceiling_fails_or_warns_the_build(tmp_path):
+    """The synthetic sources write misbehavior with fixed words, so some subsets exceed: with
+    on_exceed=fail nothing is written and the message names the give-away n-grams."""
+    from support import SMALL_TEST
+    from automon.sources.synthetic import write_synthetic_root
+
+    root = write_synthetic_root(tmp_path / "raw", n=40)
+    common = [f"sources.root={root}", *SMALL_TEST]
+    m = run_build(build_cfg([*common, f"out={tmp_path / 'warn'}", "audit.on_exceed=warn"]))
+    assert m["audit"]["exceeding"], m["audit"]
+    assert (tmp_path / "warn" / "audit.png").stat().st_size > 0
+    assert "## Shortcut audit" in (tmp_path / "warn" / "README.md").read_text()
+    sub = m["audit"]["exceeding"][0]
+    with pytest.raises(BuildError, match=f"{sub}: response-only lexical AUROC") as e:
+        run_build(build_cfg([*common, f"out={tmp_path / 'fail'}", "audit.on_exceed=fail"]))
+    assert repr(m["audit"]["subsets"][sub]["lexical"]["ngrams"]["misbehavior"][0][0]) in str(e.value)
+    assert not (tmp_path / "fail").exists()
+
+
+def test_audit_cli_reports_on_an_existing_build_without_touching_it(tmp_path):
+    build = make_build(tmp_path / "b", pairs_per_subset=6, train_per_subset=20)
+    before = (build / "manifest.json").read_bytes()
+    cmd = [sys.executable, str(REPO / "data_build" / "audit.py"), f"build={build}", f"out={tmp_path / 'a'}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert set(res["subsets"]) == set(SUBSETS) and "| sg_code |" in p.stdout
+    assert (build / "manifest.json").read_bytes() == before
+    # the synthetic texts carry their label in fixed words: every subset exceeds, and fail exits 2
+    p = subprocess.run(cmd + ["audit.on_exceed=fail"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert p.returncode == 2 and "response-only lexical AUROC" in p.stderr
