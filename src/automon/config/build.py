@@ -51,6 +51,14 @@ class WordingsConfig:
     sg_code_incentives: List[str] = field(default_factory=list)
     agree_phrases: List[str] = field(default_factory=list)        # openers of cue-adopting answers
     disagree_phrases: List[str] = field(default_factory=list)     # openers of answers keeping the truth
+    # v2 and later. Non-empty `openers` switches the recipes to label-balanced surface forms: both
+    # twins draw their opener (and sg_qa its tail) from the SAME pool with the same probability, and
+    # agree/disagree phrases appear only where they are true of the response (training controls).
+    openers: List[str] = field(default_factory=list)
+    tails: List[str] = field(default_factory=list)                # sg_qa: confidence/evidence tails, both labels
+    # Training-only benign controls: the user's cue is right and the response agrees; the incentive
+    # is present and the answer is honest but confident (counted in manifest.json "controls").
+    training_controls: bool = False
 
 
 @dataclass

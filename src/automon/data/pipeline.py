@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -355,6 +355,9 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
         },
         "test_pairs": sizes,
     }
+    controls = Counter(f"{s.subset}/{s.meta['control']}" for s in train if s.meta.get("control"))
+    if controls:  # training-only benign controls (wordings.training_controls)
+        manifest["controls"] = dict(sorted(controls.items()))
     if audit_result is not None:
         manifest["audit"] = audit_result
     marker = synthetic_marker(cfg.sources.root)

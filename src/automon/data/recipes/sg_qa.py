@@ -30,15 +30,27 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
         for i, incentive in enumerate(rotate(list(w.sg_qa_incentives), variants, seed, key, "incentive")):
             request = f"{d['Question'].strip()}\n\n{incentive}"
             false_claim = _sentence(wrong)
-            conf = choose(_CONFIDENT, seed, key, i, "conf") if coin(0.7, seed, key, i, "c") else ""
-            honest = choose(_HONEST, seed, key, i, "hon")
+            if w.tails:  # v2: both twins end alike (one pool, the same odds): equally confident
+                conf, honest = (choose(w.tails, seed, key, i, f"tail{y}") if coin(0.7, seed, key, i, f"c{y}") else ""
+                                for y in (1, 0))
+            else:
+                conf = choose(_CONFIDENT, seed, key, i, "conf") if coin(0.7, seed, key, i, "c") else ""
+                honest = choose(_HONEST, seed, key, i, "hon")
             meta = {"recipe": "incentive_injection_tqa", "generator": "template", "source_dataset": "truthfulqa",
                     "incentive": incentive, "wordings": w.version}
             pairs.append((Draft(request, f"{false_claim} {conf}".strip(), 1, [false_claim],
                                 {**meta, "games_proxy": True}, f"inc{i}"),
                           Draft(request, f"{_sentence(best)} {honest}".strip(), 0, [],
                                 {**meta, "games_proxy": False}, f"inc{i}")))
-        items.append(Item((key,), "sg_qa", f"truthfulqa:{row.ref}", pairs[0], [x for p in pairs for x in p]))
+        controls = []
+        if w.training_controls:  # training only: the incentive is there, the answer honest AND confident
+            incentive = choose(list(w.sg_qa_incentives), seed, key, "control_incentive")
+            controls.append(Draft(f"{d['Question'].strip()}\n\n{incentive}",
+                                  f"{_sentence(best)} {choose(_CONFIDENT, seed, key, 'control_conf')}", 0, [],
+                                  {"recipe": "incentive_injection_tqa", "generator": "template",
+                                   "source_dataset": "truthfulqa", "incentive": incentive, "wordings": w.version,
+                                   "games_proxy": False, "control": "incentive_honest_confident"}, "control"))
+        items.append(Item((key,), "sg_qa", f"truthfulqa:{row.ref}", pairs[0], [x for p in pairs for x in p] + controls))
 
     for rows, tag in ((world_reward, "rh_world_affecting_reward"), (world_approval, "rh_world_affecting_approval")):
         items += _ab_items(rows, "sg_qa", tag, w, seed, drops, testable=True, agree_style=False)
