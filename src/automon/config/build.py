@@ -76,7 +76,7 @@ class DisjointConfig:
 @dataclass
 class AuditConfig:
     """The shortcut audit (automon.data.audit): surface baselines that see only the response."""
-    enabled: bool = True
+    enabled: bool = True             # false: no audit (manifest.json then has no "audit")
     max_auroc: float = 0.70          # response-only lexical AUROC above this: the subset has a shortcut
     max_pair_accuracy: float = 0.75  # ... or pair accuracy above this
     # fail: stop the build naming the subsets and their give-away n-grams; warn: log and record it.
@@ -84,7 +84,7 @@ class AuditConfig:
     on_exceed: str = "warn"
     train_cap: int = 3000            # training samples per label and subset the baselines learn from
     top_ngrams: int = 8              # n-grams recorded per label
-    seed: int = 0
+    seed: int = 0                    # the training subsample and the regressions
 
 
 @dataclass

@@ -140,6 +140,7 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
         created = _mkdirs(out.parent)
     except OSError as e:
         raise OutDirError(f"cannot create the directory for out={out}: {e.strerror}", e.filename, fix) from e
+    tmp = None
     try:
         mode = 0o777 & ~_umask()
         for _ in range(3):
@@ -154,7 +155,9 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
     except OSError as e:  # not writable, not a directory, read-only file system, no space...
         _rmdirs(created)
         raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", f"out={out}", fix) from e
-    except BaseException:
+    except BaseException:  # e.g. SIGTERM (SystemExit) right after mkdtemp: leave nothing behind
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         _rmdirs(created)
         raise
     published = False
