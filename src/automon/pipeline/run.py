@@ -279,7 +279,7 @@ class Pipeline:
             if c.eval.publish:
                 publish(outs, Path(c.eval.out) / "combined", Path(c.eval.publish), self.state.path)
                 self.say(f"published to {c.eval.publish}")
-        self.timings["eval"] = time.perf_counter() - t0
+        self.timings["evals (all)" if len(self.eval_runs) > 1 else "eval"] = time.perf_counter() - t0
 
     # ---------------------------------------------------------------- all
     def run(self) -> None:
