@@ -121,6 +121,19 @@ def test_stage_commands_compose_to_the_configs_the_pipeline_checks(tmp_path):
         assert yaml.safe_load(out.stdout) == OmegaConf.to_container(run.cfg, resolve=True), run.name
 
 
+def test_further_evaluations_replace_the_main_ones_keys_and_compose(tmp_path):
+    """eval.also: each further evaluation is the main one's overrides with its own merged in (a
+    second backend= would be a Hydra error), writes to <eval.out>/<name>, and composes."""
+    from automon.pipeline.stages import merge_overrides
+
+    assert merge_overrides(["backend=hf", "a.b=1", "+c=2"], ["backend=probe", "c=3"]) == ["a.b=1", "backend=probe", "c=3"]
+    p = _smoke_pipeline(tmp_path, "+eval.also.lex=['backend=probe','backend.kind=lexical','sweep_dir=null']")
+    r = p.eval_runs["eval lex"]
+    assert r.cfg.backend.name == "probe" and r.cfg.backend.kind == "lexical" and r.cfg.sweep_dir is None
+    assert r.cfg.output_dir == "evals/smoke/lex" and r.cfg.model.name == "tiny"
+    assert p.eval_run.cfg.backend.name == "hf" and list(p.eval_runs) == ["eval", "eval lex"]
+
+
 def test_a_stage_typo_is_the_stage_own_error(tmp_path):
     from automon.pipeline import PipelineError
 
