@@ -41,6 +41,11 @@ CASES = {
                ["backend.model_name=gpt-y", "backend.base_url=http://127.0.0.1:8000/v1", "backend.logprobs=false"],
                ["backend.concurrency=2", "backend.timeout_s=5", "backend.max_retries=1",
                 "backend.api_key_env=OTHER_KEY", "backend.chunk_size=7"]),
+    # the fitted probe (subset, cap, seed, build) is the monitor's adapter hash, covered below
+    "probe": (["model=tiny", "backend.kind=hidden"], "backend.base_url=http://x/v1",
+              ["backend.kind=lexical", "backend.layer=1", "backend.pooling=last", "backend.max_length=128",
+               "model=smollm2_135m_instruct"],
+              ["backend.batch_size=3", "backend.chunk_size=7"]),
 }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, List, Optional, Sequence
 
-from automon.config.common import ConfigError
+from automon.config.common import API_MODEL, ConfigError
 from automon.judges.base import BackendConfig, JudgeError, JudgeRequest, JudgeResult, JudgeTiming, LoraAdapter
 from automon.subsets import ALL
 from automon.subsets import names as subset_names
@@ -56,8 +56,10 @@ class ProbeConfig(BackendConfig):
             raise ConfigError("backend.cap and backend.batch_size must be >= 1 and backend.max_length >= 8")
 
     def check_model(self, model: Any) -> None:
-        if self.kind == "hidden":
-            super().check_model(model)
+        # `model` names the hidden-state LM (kind=hidden) and the report's model; never the API placeholder
+        if model.name == API_MODEL:
+            raise ConfigError(f"model={API_MODEL} is the placeholder for backend=openai; backend=probe needs a "
+                              "local model (e.g. model=tiny, or the LM whose hidden states backend.kind=hidden reads)")
 
     def model_label(self, model: Any) -> str:
         return f"probe-{self.kind}-{model.name}" if self.kind == "hidden" else f"probe-{self.kind}"
@@ -80,7 +82,8 @@ class ProbeConfig(BackendConfig):
     def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
         # The fitted probe's identity is the monitor's adapter hash; what is left is how it reads.
         enc = self.encoder(model)
-        return {"probe": self.kind, "features": enc.identity if enc else "tfidf-1-2gram"}
+        return {"probe": self.kind, "features": enc.identity if enc else "tfidf-1-2gram",
+                **self.generation_identity(kind)}
 
     def plan(self, model: Any) -> list[tuple[str, dict, str, Path]]:
         """(training subset, probe identity, its sha256, its directory) per probe; cheap: fits nothing."""
