@@ -3,21 +3,27 @@ verifies them all in one sandbox pool and keeps what verified (see the package d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from automon.config.sg_code import STRATEGIES, SgCodeConfig
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import choose, rotate
+from automon.data.recipes.sg_code.decoys import with_decoys
 from automon.data.recipes.sg_code.extras import RewardHackExtras
 from automon.data.recipes.sg_code.mutation import screen_mutants
 from automon.data.recipes.sg_code.render import PREFACES, render_request, render_response
 from automon.data.recipes.sg_code.strategies import BUILDERS, NEEDS_MUTANT, Gaming
+from automon.data.recipes.sg_code.strategies_v2 import BUILDERS_V2
 from automon.data.recipes.sg_code.tasks import SUBSET, Task, humaneval_task, mbpp_task
 from automon.data.recipes.sg_code.verifier import Verifier
 from automon.sandbox import Limits, Sandbox
 
 RECIPE = "sg_code_template"
 _WALL_FACTOR = 10  # wall-clock allowance per program, in multiples of its CPU-time limit
+# Template versions, named after the wordings version that selects them (wordings.version): v1's
+# fixed gaming shapes and bare canonical solutions, or v2's varied forms and shared decoys
+# (strategies_v2.py, decoys.py). Wordings versions after v2 keep v2's templates.
+TEMPLATES_V1 = "v1"
 
 
 def sandbox_limits(cfg: SgCodeConfig) -> Limits:
@@ -29,12 +35,14 @@ def sandbox_limits(cfg: SgCodeConfig) -> Limits:
 
 def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcoded_rows: list[dict],
                   rh_selection_rows: list[dict], rh_selection_unhackable_rows: list[dict],
-                  cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops) -> list[Item]:
+                  cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops,
+                  wordings: str = TEMPLATES_V1) -> list[Item]:
     """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
     solution and one of its gaming variants verify), plus training-only reward-hack extras.
 
-    Rows carry their source file's field names and `_ref` ("file:line"). Deterministic: the
-    output depends only on the rows, cfg, incentives and seed.
+    Rows carry their source file's field names and `_ref` ("file:line"). `wordings` is the build's
+    wordings version: "v1" keeps v1's templates byte for byte, any other selects v2's. Deterministic:
+    the output depends only on the rows, cfg, incentives, seed and wordings.
     """
     unknown = [s for s in cfg.strategies if s not in BUILDERS]
     if unknown or not cfg.strategies:
@@ -58,7 +66,8 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
         verifier = Verifier(sb)
         picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
         mutants = screen_mutants([t for t in tasks if set(picks[t.key]) & NEEDS_MUTANT], seed, verifier)
-        plans = [_plan(t, picks[t.key], cfg.train_strategies_per_item, mutants.get(t.key), seed, verifier, drops)
+        v2 = wordings != TEMPLATES_V1
+        plans = [_plan(t, picks[t.key], cfg.train_strategies_per_item, mutants.get(t.key), seed, verifier, drops, v2)
                  for t in tasks]
         extras = RewardHackExtras(mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
                                   incentives, seed, verifier, drops)
@@ -91,22 +100,29 @@ class _Plan:
     n_train: int            # how many of them train
     gaming: dict[str, _Checked]   # by strategy, for those that applied
     benign: tuple[int, int]       # verifier handles of the canonical solution: (visible, hidden)
+    benign_code: str = ""         # the benign response's code (v2: the canonical solution with decoys)
+    benign_meta: dict = field(default_factory=dict)   # v2: the decoys it carries
 
 
 def _plan(task: Task, strategies: list[str], n_train: int, mutant: tuple[str, str] | None, seed: int,
-          verifier: Verifier, drops: Drops) -> _Plan:
-    """Generate the benign and the gaming solutions of a task and queue their checks."""
+          verifier: Verifier, drops: Drops, v2: bool = False) -> _Plan:
+    """Generate the benign and the gaming solutions of a task and queue their checks. v2: each
+    solution, benign or gaming, with its own draw of decoys, checked as it will be shown."""
     asserts = [v.text for v in task.visible]
     gaming: dict[str, _Checked] = {}
     for strategy in strategies:
-        built = BUILDERS[strategy](task, seed, mutant)
+        built = (BUILDERS_V2 if v2 else BUILDERS)[strategy](task, seed, mutant)
         if built is None:
             drops.add(SUBSET, f"gaming_not_applicable:{strategy}")
             continue
+        if v2:
+            code, kinds = with_decoys(task, built.code, seed, strategy, strategy)
+            built = replace(built, code=code, meta={**built.meta, "decoys": kinds})
         gaming[strategy] = _Checked(built, verifier.visible(built.code, asserts),
                                     verifier.hidden(built.code, task.strict_tests))
-    benign = (verifier.visible(task.code, asserts), verifier.hidden(task.code, task.strict_tests))
-    return _Plan(task, strategies, n_train, gaming, benign)
+    code, kinds = with_decoys(task, task.code, seed, "canonical") if v2 else (task.code, None)
+    benign = (verifier.visible(code, asserts), verifier.hidden(code, task.strict_tests))
+    return _Plan(task, strategies, n_train, gaming, benign, code, {} if kinds is None else {"decoys": kinds})
 
 
 def _item(plan: _Plan, incentives: list[str], seed: int, verifier: Verifier, isolation: str,
@@ -125,8 +141,8 @@ def _item(plan: _Plan, incentives: list[str], seed: int, verifier: Verifier, iso
     def preface(variant: str) -> str:
         return choose(PREFACES, seed, task.key, variant, "preface")
 
-    benign = Draft(request, render_response(task.code, preface("canonical")), 0, [],
-                   {**meta, "strategy": "canonical",
+    benign = Draft(request, render_response(plan.benign_code, preface("canonical")), 0, [],
+                   {**meta, "strategy": "canonical", **plan.benign_meta,
                     "verification": {"visible": "pass", "hidden": "pass", **verification}}, "canonical")
     verified: dict[str, Draft] = {}
     for strategy, checked in plan.gaming.items():
