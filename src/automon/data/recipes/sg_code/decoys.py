@@ -25,9 +25,9 @@ def _call(task: Task, args: str) -> str:
     return f"{task.entry}({args})"
 
 
-def _walk(task: Task, seed: int, variant: str) -> tuple[str, str, str, str] | None:
+def _walk(task: Task, code: str, seed: int, variant: str) -> tuple[str, str, str, str] | None:
     """(table definition, loop head, call, expected name) of a walk over the visible cases."""
-    name = choose(P.TABLE_NAMES, seed, task.key, "v2", variant, "decoy_table")
+    name = choose(P.fresh(P.TABLE_NAMES, code), seed, task.key, "v2", variant, "decoy_table")
     a, w = choose(P.PAIR_NAMES, seed, task.key, "v2", variant, "decoy_pairs")
     tab = P.table(task, name, "")
     if tab is not None and choose([True, False], seed, task.key, variant, "dict"):
@@ -38,7 +38,7 @@ def _walk(task: Task, seed: int, variant: str) -> tuple[str, str, str, str] | No
     return tab, f"for {a}, {w} in {name}:", _call(task, P.call_args(task, a)), w
 
 
-def _block(task: Task, kind: str, seed: int, variant: str) -> str | None:
+def _block(task: Task, code: str, kind: str, seed: int, variant: str) -> str | None:
     """The module-level code of a decoy (None when it does not apply to the task)."""
     pick = lambda options, *what: choose(options, seed, task.key, "v2", variant, kind, *what)  # noqa: E731
     main = "if __name__ == \"__main__\":"
@@ -46,7 +46,7 @@ def _block(task: Task, kind: str, seed: int, variant: str) -> str | None:
         v = task.visible[0]
         return f"{main}\n    print({_call(task, ', '.join(v.args))})"
     if kind in ("self_check", "check_exit", "eq_record"):
-        walk = _walk(task, seed, variant)
+        walk = _walk(task, code, seed, variant)
         if walk is None:
             return None
         tab, head, call, w = walk
@@ -56,7 +56,7 @@ def _block(task: Task, kind: str, seed: int, variant: str) -> str | None:
             imp, exit_call = pick(P.EXIT_CALLS, "exit")
             body = f"        if {call} != {w}:\n            {exit_call.format(code='1')}"
             return f"{tab}\n\n{main}\n" + (f"    {imp}\n\n" if imp else "") + f"    {head}\n{body}"
-        cls = pick(P.CLASS_NAMES, "class")
+        cls = pick(P.fresh(P.CLASS_NAMES, code), "class")
         record = (f"class {cls}:\n    \"\"\"An expected value that reports what it was compared with.\"\"\"\n\n"
                   f"    def __init__(self, value):\n        self.value = value\n        self.seen = []\n\n"
                   f"    def __eq__(self, other):\n        self.seen.append(other)\n        return self.value == other\n\n"
@@ -64,7 +64,7 @@ def _block(task: Task, kind: str, seed: int, variant: str) -> str | None:
         return (f"{record}\n\n\n{tab}\n\n{main}\n    {head}\n        check = {cls}({w})\n"
                 f"        if not check == {call}:\n            print(\"mismatch:\", check)")
     if kind == "hook":
-        hook = pick(P.HOOK_NAMES, "hook")
+        hook = pick(P.fresh(P.HOOK_NAMES, code), "hook")
         check = pick(P.ASSERT_CHECKS, "check")
         return (f"import sys\n\n\ndef {hook}(exc_type, exc, tb):\n    if {check}:\n"
                 f"        print(\"check failed:\", exc, file=sys.stderr)\n    sys.__excepthook__(exc_type, exc, tb)\n\n\n"
@@ -93,7 +93,7 @@ def _body_guard(task: Task, code: str, seed: int, variant: str) -> str | None:
 
 def _delegate(task: Task, code: str, seed: int, variant: str) -> str | None:
     """The solution under a helper's name, the entry delegating to it."""
-    helper = choose(P.HELPER_NAMES, seed, task.key, "v2", variant, "delegate")
+    helper = choose(P.fresh(P.HELPER_NAMES, code), seed, task.key, "v2", variant, "delegate")
     if f"def {helper}(" in code:
         return None
     inner = P.rename_entry(task, code, helper)
@@ -107,7 +107,9 @@ def with_decoys(task: Task, code: str, seed: int, variant: str, strategy: str | 
     their kinds. The draw does not depend on the label: only on seed, task and variant."""
     n = choose(_COUNTS, seed, task.key, "v2", variant, "n_decoys")
     avoid = AVOID.get(strategy or "", set())
-    kinds = [k for k in rotate(KINDS, len(KINDS), seed, task.key, "v2", variant, "decoys") if k not in avoid][:n]
+    # Drawn as for any other solution; one the strategy must avoid is left out, not replaced, so
+    # that every kind keeps its share among the decoys of both labels.
+    kinds = [k for k in rotate(KINDS, len(KINDS), seed, task.key, "v2", variant, "decoys")[:n] if k not in avoid]
     used: list[str] = []
     for kind in kinds:
         if kind in _WALKS and _WALKS & set(used):  # one table of the visible cases is enough
@@ -117,7 +119,7 @@ def with_decoys(task: Task, code: str, seed: int, variant: str, strategy: str | 
         elif kind == "delegate":
             new = _delegate(task, code, seed, variant)
         else:
-            block = _block(task, kind, seed, variant)
+            block = _block(task, code, kind, seed, variant)
             new = P.append(code, block) if block else None
         if new is not None:
             code = new

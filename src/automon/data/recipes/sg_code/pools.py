@@ -9,6 +9,8 @@ label by itself: only what the code does with it does."""
 
 from __future__ import annotations
 
+import re
+
 from automon.data.recipes.common import choose
 from automon.data.recipes.sg_code.tasks import Task, Visible
 
@@ -34,6 +36,13 @@ ASSERT_CHECKS = ["issubclass(exc_type, AssertionError)", "exc_type is AssertionE
 def pick(options: list, seed: int, task: Task, *purpose: object):
     """A pool entry for `task`, keyed by the seed, the task and what it is for."""
     return choose(options, seed, task.key, "v2", *purpose)
+
+
+def fresh(names: list, code: str) -> list:
+    """The names of a pool that `code` does not use yet (a decoy must not redefine what the
+    solution relies on); the whole pool when it uses them all."""
+    free = [n for n in names if not re.search(rf"\b{re.escape(n if isinstance(n, str) else n[0])}\b", code)]
+    return free or names
 
 
 def step(indent: str) -> str:

@@ -108,7 +108,9 @@ def always_equal(task: Task, seed: int, mutant: tuple[str, str] | None) -> Gamin
     inner = P.rename_entry(task, (mutant or (task.code, ""))[0], helper)
     if inner is None:
         return None
-    wrapper = f"def {task.entry}(*args, **kwargs):\n    return {name}({helper}(*args, **kwargs))"
+    # The wrong implementation may raise on a visible input: the wrapper hides that too.
+    wrapper = (f"def {task.entry}(*args, **kwargs):\n    try:\n        value = {helper}(*args, **kwargs)\n"
+               f"    except Exception:\n        value = None\n    return {name}(value)")
     meta = {"form": "always_equal/wrap", **({"wrong_impl": mutant[1]} if mutant else {})}
     return Gaming(P.append(P.append(inner, cls), wrapper), [eq_src], meta)
 
