@@ -192,3 +192,57 @@ def test_compute_metrics_groups():
     sg = [r for r in rows if r["subset"] == "sg_code"]
     assert m["by_subset"]["sg_code"] == M.group_metrics(sg, n_boot=50)
     assert m["by_task"]["code"] == m["by_subset"]["sg_code"]
+
+
+# ---------------------------------------------------------------- detection at reference FAR budgets
+
+def test_threshold_at_far_flags_at_most_the_budget_of_reference_benign():
+    rng = np.random.default_rng(0)
+    for n, far in [(1000, 0.01), (1000, 0.005), (200, 0.05), (50, 0.01), (7, 0.5)]:
+        b = rng.normal(size=n)
+        t = M.threshold_at_far(b, far)
+        flagged = int((b >= t).sum())
+        assert flagged <= far * n
+        # the lowest such threshold: one benign score below it would exceed the budget
+        below = b[b < t]
+        if len(below):
+            assert int((b >= below.max()).sum()) > far * n
+    t = M.threshold_at_far([0.1, 0.2, 0.3], 0.01)  # fewer than 1/far samples: nothing may be flagged
+    assert t > 0.3 and (np.array([0.1, 0.2, 0.3]) >= t).sum() == 0
+    tied = M.threshold_at_far([0.5] * 10 + [0.1] * 90, 0.05)  # a tie larger than the budget stays unflagged
+    assert tied > 0.5
+    assert math.isnan(M.threshold_at_far([], 0.01))
+
+
+def test_detection_at_threshold_is_one_minus_miss_rate_at_that_threshold():
+    y = [1, 1, 1, 1, 0, 0]
+    s = [0.9, 0.5, 0.2, float("nan"), 0.95, 0.1]
+    assert M.detection_at_threshold(y, s, 0.5) == 0.5  # a missing score is not a detection
+    c = M.confusion(y, [int(v >= 0.5) for v in s])
+    assert M.detection_at_threshold(y, s, 0.5) == 1 - M.miss_rate(c["tp"], c["fn"])
+    assert math.isnan(M.detection_at_threshold([0, 0], [0.1, 0.2], 0.5))
+
+
+def test_group_metrics_det_at_far_uses_the_given_reference_thresholds_unchanged():
+    rows = [{"id": f"s{i}", "pair_id": f"p{i // 2}", "label": i % 2, "pred": None, "p_yes": i / 10}
+            for i in range(10)]
+    thr = {M.far_key(t): 0.55 for t in M.DETECTION_FARS}
+    g = M.group_metrics(rows, thresholds=thr, n_boot=0)
+    assert list(g["det_at_far"]) == ["0.005", "0.010", "0.020", "0.050"]
+    assert g["det_at_far"]["0.010"] == pytest.approx(2 / 5)  # positives 0.1,0.3,0.5,0.7,0.9 -> 0.7, 0.9
+    assert all(math.isnan(v) for v in M.group_metrics(rows, n_boot=0)["det_at_far"].values())
+
+
+def test_detection_gain_bootstrap_resamples_pairs_and_covers_the_point():
+    rng = np.random.default_rng(1)
+    n = 400
+    y = np.tile([1, 0], n // 2)
+    a = (rng.random(n) < 0.4).astype(int)
+    b = np.maximum(a, (rng.random(n) < 0.2).astype(int))  # B flags all A flags and more
+    cl = [f"p{i // 2}" for i in range(n)]
+    r = M.bootstrap_detection_gain(y, a, b, cl, n=500, seed=0)
+    assert r["gain"] == pytest.approx(b[y == 1].mean() - a[y == 1].mean())
+    assert 0 <= r["gain_ci"][0] <= r["gain"] <= r["gain_ci"][1]
+    assert r == M.bootstrap_detection_gain(y, a, b, cl, n=500, seed=0)  # seeded
+    same = M.bootstrap_detection_gain(y, a, a, cl, n=200)
+    assert same["gain"] == 0 and same["gain_ci"] == [0.0, 0.0]

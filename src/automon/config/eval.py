@@ -39,6 +39,25 @@ class BootstrapConfig:
 
 
 @dataclass
+class OODConfig:
+    """Settings of the OOD detectors (automon.ood; docs/evaluation.md "OOD detectors and fusion")."""
+    # In-distribution samples come from the monitor's own training subset's train split (all subsets for
+    # the base model): per label, a seeded shuffle by id, the first `cap` fit the detectors, the next
+    # `cap` standardise the scores, fit lambda and give the FAR thresholds (far_reference).
+    cap: int = 100
+    seed: int = 0
+    gaussian: str = "class"         # class: a mean per label, tied covariance | benign: benign samples only
+    shrinkage: str = "auto"         # covariance shrinkage towards (tr/d)·I: auto (Ledoit-Wolf) or a number in [0, 1]
+    knn_k: int = 5                  # knn: distance to the k-th nearest in-distribution feature
+    layer: int = -1                 # hidden state after this layer (-1 the last, 0 the embeddings)
+    pooling: str = "mean"           # mean | last
+    max_length: int = 256           # tokens of the probe text read for hidden states (left-truncated)
+    ppl_max_length: int = 512       # tokens of request + response read for perplexity
+    batch_size: int = 8
+    cache_dir: Optional[str] = None  # detector features; null: $AUTOMON_CACHE/features
+
+
+@dataclass
 class HoldoutConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
@@ -72,6 +91,15 @@ class HoldoutConfig:
     # evaluation is incomplete: its report says so, it never replaces a complete earlier one, and
     # eval/holdout.py exits 2.
     max_failed_share: float = 0.05
+    # OOD detectors fused with every monitor (MOOD): detectors=[mahalanobis,perplexity] fusion=lambda adds
+    # a "<monitor>+<fusion>" monitor per scored monitor. Detectors: mahalanobis | knn | perplexity;
+    # fusion: lambda | mean | min. Implies far_reference.
+    detectors: List[str] = field(default_factory=list)
+    fusion: Optional[str] = None
+    # Detection rate at FAR 0.5/1/2/5% (det_at_far) with thresholds from benign samples of each
+    # monitor's training distribution (ood.cap per subset, scored by the monitor besides the test split).
+    far_reference: bool = False
+    ood: OODConfig = field(default_factory=OODConfig)
 
     def __post_init__(self) -> None:
         b = self.backend
@@ -111,6 +139,43 @@ class HoldoutConfig:
             raise ConfigError(f"far_targets={self.far_targets} must lie strictly between 0 and 1")
         if self.bootstrap.n < 0 or not 0 < self.bootstrap.ci < 1:
             raise ConfigError("bootstrap.n must be >= 0 and bootstrap.ci in (0, 1)")
+        self._check_ood()
+
+    def _check_ood(self) -> None:
+        from automon.ood import DETECTORS, FUSIONS, GAUSSIAN_FITS
+        from automon.probes.features import POOLINGS
+
+        bad = [d for d in self.detectors if d not in DETECTORS]
+        if bad or len(set(self.detectors)) != len(self.detectors):
+            raise ConfigError(f"detectors={list(self.detectors)}: each once, from {', '.join(DETECTORS)}")
+        if self.fusion is not None and self.fusion not in FUSIONS:
+            raise ConfigError(f"fusion={self.fusion!r}; choose one of {', '.join(FUSIONS)}")
+        if bool(self.detectors) != (self.fusion is not None):
+            raise ConfigError("detectors and fusion go together: e.g. detectors=[mahalanobis,perplexity] fusion=lambda")
+        if self.fusion is None:
+            return
+        if not self.backend.local_model and self.backend.name != "probe" or self.model.name == "api":
+            raise ConfigError(f"OOD detectors read a local model's hidden states and logprobs; backend={self.backend.name} "
+                              f"with model={self.model.name} has none: use backend=hf (or vllm/probe) with a local model")
+        if get_template(self.prompt.name).kind != "direct":
+            raise ConfigError("fusion adds detector scores to the monitor's P(yes): use a direct prompt")
+        o = self.ood
+        if o.gaussian not in GAUSSIAN_FITS:
+            raise ConfigError(f"ood.gaussian={o.gaussian!r}; choose one of {', '.join(GAUSSIAN_FITS)}")
+        if o.pooling not in POOLINGS:
+            raise ConfigError(f"ood.pooling={o.pooling!r}; choose one of {', '.join(POOLINGS)}")
+        if o.shrinkage != "auto":
+            try:
+                ok = 0.0 <= float(o.shrinkage) <= 1.0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ConfigError(f"ood.shrinkage={o.shrinkage!r}: 'auto' or a number in [0, 1]")
+        if o.cap < 4 or o.knn_k < 1 or o.batch_size < 1 or min(o.max_length, o.ppl_max_length) < 8:
+            raise ConfigError("ood.cap must be >= 4, ood.knn_k and ood.batch_size >= 1, ood.max_length and "
+                              "ood.ppl_max_length >= 8")
+        if "knn" in self.detectors and o.knn_k > o.cap:
+            raise ConfigError(f"ood.knn_k={o.knn_k} is more than the ood.cap={o.cap} in-distribution samples per label")
 
 
 def register(cs: ConfigStore | None = None) -> None:

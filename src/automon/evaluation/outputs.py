@@ -83,6 +83,10 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     rows = tables.matrix_rows(described, docs, subsets)
     tables.write_matrix_csv(rows, out_dir / "matrix.csv")
     mmd = tables.matrix_md(rows)
+    fused = [(m.label, docs[m.name]["fusion"]["judge"], docs[m.name]["fusion"]) for m in monitors
+             if "fusion" in docs[m.name]]
+    if fused:  # MOOD's question: does fusion raise held-out detection at 1% FAR?
+        mmd += "\n" + tables.fusion_gain_md(fused)
     (out_dir / "matrix.md").write_text(mmd, encoding="utf-8")
     plots.heatmap(rows, out_dir / "heatmap.png",
                   title=f"{docs[monitors[0].name]['title'].split(' + ')[0]}: MR and FAR by training x test subset")
@@ -108,6 +112,9 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     top = {**head, "monitors": {m.name: {"monitor": m.describe(), **{k: docs[m.name][k] for k in groups}}
                                 for m in monitors},
            "matrix": rows, "pareto": pareto}
+    if fused:
+        top["fusion_gain"] = {label: {"judge": judge, "lambda": info["lambda"], "by_subset": info["gain_over_judge"]}
+                              for label, judge, info in fused}
     write_json(out_dir / "metrics.json", top)
     report = markdown.sweep_report(head, mmd, described, docs, pareto, files)
     (out_dir / "report.md").write_text(report, encoding="utf-8")

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from omegaconf import OmegaConf
 
@@ -186,19 +186,45 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
         log.info("%d prompts shortened in the middle to fit backend.max_seq_length=%s",
                  n_short, c.backend.max_seq_length)
 
+    # ---- reference samples (far_reference / fusion): each monitor also scores in-distribution calibration
+    # samples of its training split (automon.ood.evaluate), appended after the test samples
+    n_test = len(rendered)
+    wanted: dict[str, list[int]] = {m.name: list(range(n_test)) for m in monitors}
+    splits: dict[str, tuple[list[Sample], list[Sample]]] = {}
+    if c.far_reference or c.fusion:
+        from automon.ood.evaluate import reference_split, training_subset
+
+        t0 = time.perf_counter()
+        train = build.samples("train")
+        for m in monitors:
+            sub = training_subset(m)
+            if sub not in splits:
+                splits[sub] = reference_split(train, sub, c.ood.cap, c.ood.seed)
+        # without fusion only the benign ones are needed (the FAR thresholds)
+        ref = {s.id: s for _, cal in splits.values() for s in cal if c.fusion or s.label == 0}
+        ref_samples = sorted(ref.values(), key=lambda s: s.id)
+        rendered = rendered + render_all(ref_samples, prompt=c.prompt.name, shots=shots, tokenizer=tokenizer,
+                                         enable_thinking=c.model.enable_thinking,
+                                         max_seq_length=c.backend.max_seq_length)
+        pos = {s.id: n_test + k for k, s in enumerate(ref_samples)}
+        for m in monitors:
+            wanted[m.name] += [pos[s.id] for s in splits[training_subset(m)][1] if s.id in pos]
+        tm["render_s"] += time.perf_counter() - t0
+
     # ---- cache lookup
     caches = {m.name: PredictionCache(cache_root, cache_key(c, m, kind)) for m in monitors}
     results: dict[str, list[JudgeResult | None]] = {m.name: [None] * len(rendered) for m in monitors}
     todo: list[tuple[Monitor, int]] = []
     for m in monitors:
         cache = caches[m.name]
-        for i, r in enumerate(rendered):
+        for i in wanted[m.name]:
+            r = rendered[i]
             hit = cache.get(r.sample.id, r.prompt_sha)
             if hit is None:
                 todo.append((m, i))
             else:
                 results[m.name][i] = hit
-    total = len(monitors) * len(rendered)
+    total = sum(len(v) for v in wanted.values())
     n_cached = total - len(todo)
     if n_cached:
         log.info("%d of %d predictions come from the cache in %s", n_cached, total, cache_root)
@@ -245,14 +271,46 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     t0 = time.perf_counter()
     preds: dict[str, list[dict]] = {}
     docs: dict[str, dict] = {}
+    ref_thr: dict[str, dict[str, float]] = {}
+    calib_p: dict[str, list] = {}
     for m in monitors:
         rows = [prediction_row(r, res, kind, c.prompt.name, c.threshold)  # type: ignore[arg-type]
-                for r, res in zip(rendered, results[m.name])]
+                for r, res in zip(rendered[:n_test], results[m.name][:n_test])]
         preds[m.name] = rows
+        if splits:
+            from automon.ood.evaluate import thresholds, training_subset
+
+            cal = splits[training_subset(m)][1]
+            got = {rendered[i].sample.id: results[m.name][i] for i in wanted[m.name][n_test:]}
+            calib_p[m.name] = [got[s.id].p_yes if s.id in got and got[s.id] else None for s in cal]
+            ref_thr[m.name] = thresholds([p for p, s in zip(calib_p[m.name], cal) if s.label == 0])
+    monitors = list(monitors)
+    fused_info: dict[str, dict] = {}
+    if c.fusion:
+        from automon.ood.evaluate import run_fusion
+
+        tm["metrics_s"] += time.perf_counter() - t0
+        fused, tm["detectors_s"] = run_fusion(c, monitors, test, splits, preds, calib_p, ref_thr)
+        t0 = time.perf_counter()
+        for f in fused:
+            monitors.append(f.monitor)
+            preds[f.monitor.name] = f.rows
+            ref_thr[f.monitor.name] = f.thresholds
+            caches[f.monitor.name] = caches[f.judge]
+            fused_info[f.monitor.name] = f.info
+        _print_cost(tm)
+    for m in monitors:
+        rows = preds[m.name]
         met = compute_metrics(rows, policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
-                              seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=group_order())
+                              seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=group_order(),
+                              thresholds=ref_thr.get(m.name))
         docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]),
                         "requests": request_summary(rows, c.max_failed_share), **met}
+        if m.name in ref_thr:
+            docs[m.name]["far_reference"] = {"thresholds": ref_thr[m.name], "in_distribution": training_subset(m),
+                                             "n_benign": sum(1 for s in splits[training_subset(m)][1] if s.label == 0)}
+        if m.name in fused_info:
+            docs[m.name]["fusion"] = fused_info[m.name]
     tm["metrics_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     from automon.evaluation.outputs import write_outputs
@@ -288,6 +346,13 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
             "requests are not cached and are sent again, answered ones come from the cache")
     return EvalResult(output_dir=out_dir, monitors=monitors, metrics=docs, predictions=preds,
                       timings=dict(tm), n_computed=len(todo), n_cached=n_cached)
+
+
+def _print_cost(tm: Mapping[str, float]) -> None:
+    """The detectors' time against the time the monitors took to score (issue 12: goal < 50% extra)."""
+    det, score = tm.get("detectors_s", 0.0), tm.get("score_loop_s", 0.0)
+    share = f"{det / score:.0%} of" if score > 0 else "n/a (every prediction came from the cache) vs"
+    print(f"OOD detectors + fusion: {det:.1f} s = {share} the monitors' scoring time ({score:.1f} s)")
 
 
 def request_summary(rows: Sequence[dict], max_failed_share: float) -> dict[str, Any]:

@@ -144,7 +144,8 @@ class ProbeJudge:
                                                  cfg.kind, subset, len(rows), time.perf_counter() - t0)
                 save_probe(probe, d, ident, len(rows))
             self.probes[f"{cfg.kind}-{subset}"] = probe
-        self.samples = {s.id: s for s in build.samples("test")}
+        # the train split too: far_reference / fusion score in-distribution calibration samples
+        self.samples = {s.id: s for split in ("test", "train") for s in build.samples(split)}
 
     def score(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         import time

@@ -133,3 +133,29 @@ def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
     note = ("Cells: point estimate [95% bootstrap CI, pairs resampled] (change against the base model). "
             "Bold: in-distribution (trained and tested on the same subset).")
     return "\n\n".join(parts) + "\n\n" + note + "\n"
+
+
+def fusion_gain_md(fused: Sequence[tuple[str, str, Mapping[str, Any]]], far: str = "0.010") -> str:
+    """The gain of each fused monitor over its judge alone in detection rate at `far` reference FAR, per
+    test subset: (fused label, judge label, its metrics.json "fusion" block) each; '' when none."""
+    if not fused:
+        return ""
+    cols = list(dict.fromkeys(k for _, _, info in fused for k in info["gain_over_judge"]))
+    lines = [f"### Fusion gain: detection rate at {float(far):.1%} reference FAR, fused minus judge alone", "",
+             "| fused monitor (λ) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for label, judge, info in fused:
+        cells = []
+        for col in cols:
+            g = info["gain_over_judge"].get(col)
+            if g is None:
+                cells.append("")
+                continue
+            txt = fmt_ci(g[far]["gain"], g[far]["gain_ci"], 2)
+            cells.append(txt if g["held_out"] else f"_{txt}_")
+        lam = info.get("lambda")
+        name = f"{label} vs {judge}" + (f" (λ={lam:g})" if info.get("fusion") == "lambda" else "")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    note = ("Cells: gain [95% bootstrap CI, pairs resampled; both monitors on the same replicate]. Each monitor "
+            "flags at its own threshold from benign in-distribution calibration samples of its training split. "
+            "Italic: not held out (the monitor's training subset, overall, or a base model).")
+    return "\n".join(lines) + "\n\n" + note + "\n"
