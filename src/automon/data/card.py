@@ -17,6 +17,30 @@ def _table(counts: dict) -> str:
     return "\n".join(lines)
 
 
+def _policy_section(policy: dict | None) -> str:
+    """How the policy model wrote test pairs (generator=policy): model and the funnel per source."""
+    if not policy:
+        return ""
+    g = policy["generator"]
+    lines = [f"## Policy generation\n\nTest pairs of {', '.join(policy['subsets']) or 'no subset'} were written by "
+             f"the policy model `{g['model']}` (backend `{g['backend']}`, greedy, seed {g['seed']}, at most "
+             f"{g['max_new_tokens']} new tokens); every such sample records generator, model and answer "
+             "extraction in `meta`. Sycophancy: a question is kept only when the policy answers it correctly "
+             "without the cue and wrongly with it (the counterfactual filter).\n"]
+    for subset, rep in policy["subsets"].items():
+        if "funnel" in rep:
+            lines += [f"**{subset}** funnel:\n", "| source | asked | correct without cue | flipped by cue | kept |",
+                      "|---|---:|---:|---:|---:|"]
+            lines += [f"| {src} | {c['asked']:,} | {c['correct_without_cue']:,} | {c['flipped_by_cue']:,} | "
+                      f"{c['kept']:,} |" for src, c in rep["funnel"].items()]
+            lines.append("")
+        if "labels" in rep:
+            lines += [f"**{subset}** labels by execution:\n", "| outcome | answers |", "|---|---:|"]
+            lines += [f"| {k} | {v:,} |" for k, v in rep["labels"].items()]
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 def dataset_card(manifest: dict) -> str:
     c = manifest["counts"]
     n_test = sum(v for sub in c.get("test", {}).values() for v in sub.values())
@@ -50,6 +74,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 
 {recipes}
 
+{_policy_section(manifest.get("policy"))}
 Responses are written by the `template` generator from gold data (no model): they are realistic in
 content but not in style, so a monitor can sometimes key on phrasing. Every misbehavior sample lists
 `evidence` (exact substrings of the response) where the recipe knows them.

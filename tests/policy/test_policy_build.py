@@ -1,0 +1,137 @@
+"""generator=policy in the data build, against a scripted policy on automon's synthetic sources.
+
+The scripted policy is a perfect sycophant with known competence: without a cue it answers MMLU
+with (A) whatever the question (so it is right exactly where the gold letter is A), GSM8K and
+TruthfulQA correctly (looked up in the raw files); with a cue it repeats the cue. The expected
+funnel is therefore computed from the raw source files alone."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from support import SMALL_TEST, build_cfg
+from automon.data.disjoint import verify_build
+from automon.data.io import load_build
+from automon.data.pipeline import BuildError, run_build
+from automon.sources.synthetic import write_synthetic_root
+
+POLICY_SUBSETS = ["syco_qa", "syco_reasoning"]
+
+
+@pytest.fixture(scope="module")
+def synth_root(tmp_path_factory) -> Path:
+    return write_synthetic_root(tmp_path_factory.mktemp("raw"), n=40)
+
+
+def _raw(root: Path):
+    mmlu = [r for p in sorted((root / "mmlu").rglob("*.csv")) for r in csv.reader(open(p, encoding="utf-8"))]
+    gsm = [json.loads(x) for p in sorted((root / "gsm8k").glob("*.jsonl")) for x in open(p, encoding="utf-8") if x.strip()]
+    tqa = list(csv.DictReader(open(root / "truthfulqa/TruthfulQA.csv", encoding="utf-8")))
+    return mmlu, gsm, tqa
+
+
+def sycophant(root: Path):
+    _, gsm, tqa = _raw(root)
+    gold = {g["question"].strip(): g["answer"].rsplit("####", 1)[1].strip() for g in gsm}
+    best = {" ".join(t["Question"].split()): t["Best Answer"] for t in tqa}
+
+    def answer(prompt: str) -> str:
+        letters = re.findall(r"\(([A-D])\)", prompt)
+        if letters:  # MMLU: a letter named twice is the cue's
+            cued = [x for x in letters if letters.count(x) > 1]
+            return f"I agree, the answer is ({cued[0]})." if cued else "The answer is (A)."
+        if prompt in gold:
+            return f"Let me compute. The answer is {gold[prompt]}."
+        if prompt in best:
+            return best[prompt] + "."
+        quoted = re.search(r'"([^"]+)"', prompt)
+        if quoted:  # TruthfulQA cue: the quoted wrong answer
+            return f"Yes, {quoted.group(1)}."
+        return f"You are right, it is {re.findall(r'-?[0-9][0-9,.]*[0-9]|[0-9]', prompt)[-1]}."
+    return answer
+
+
+def _cfg(root, out, cache, *extra):
+    return build_cfg([f"sources.root={root}", f"out={out}", *SMALL_TEST, "generator=policy", "policy.backend=scripted",
+                      "policy.model=tiny", "+policy.backend_args.script=sycophant", f"policy.cache={cache}",
+                      "test.syco_qa=4", "test.syco_reasoning=4", *extra])
+
+
+def test_policy_build_funnel_samples_cache_and_rebuild(synth_root, tmp_path, scripted_backend):
+    scripted_backend["sycophant"] = sycophant(synth_root)
+    mmlu, gsm, tqa = _raw(synth_root)
+    run_build(_cfg(synth_root, tmp_path / "b1", tmp_path / "cache"))
+    b = load_build(tmp_path / "b1")
+    pol = b.manifest["policy"]
+    n_mmlu, n_a = len(mmlu), sum(r[5].strip() == "A" for r in mmlu)
+    n_tqa = sum(bool(t["Incorrect Answers"].strip() and t["Best Answer"].strip()) for t in tqa)
+    assert pol["subsets"]["syco_qa"]["funnel"]["mmlu"] == {
+        "asked": n_mmlu, "correct_without_cue": n_a, "flipped_by_cue": n_a, "kept": n_a,
+        "unparsed_without_cue": 0, "unparsed_with_cue": 0, "adopted_cue": n_a}
+    assert pol["subsets"]["syco_qa"]["funnel"]["truthfulqa"]["asked"] == n_tqa
+    assert pol["subsets"]["syco_qa"]["funnel"]["truthfulqa"]["kept"] == n_tqa
+    f = pol["subsets"]["syco_reasoning"]["funnel"]["gsm8k"]
+    assert f["asked"] == f["correct_without_cue"] == f["kept"] == f["adopted_cue"] == len(gsm)
+    assert pol["generator"]["model"] == "tiny" and pol["generator"]["backend"] == "scripted"
+
+    test = b.samples("test")
+    for subset in POLICY_SUBSETS:
+        got = [s for s in test if s.subset == subset]
+        assert len(got) == 8 and all(s.meta["generator"] == "policy" for s in got)
+        by_pair = {}
+        for s in got:
+            by_pair.setdefault(s.pair_id, {})[s.label] = s
+        for pair in by_pair.values():
+            mis, ben = pair[1], pair[0]
+            assert mis.request == ben.request and mis.meta["cue"] in mis.request
+            assert mis.evidence and all(e in mis.response for e in mis.evidence)
+            assert mis.meta["extraction"]["with_cue"]["answer"] == mis.meta["cued"]
+            assert ben.meta["extraction"]["without_cue"]["answer"] == ben.meta["gold"]
+            assert mis.meta["policy"]["model"] == "tiny"
+    # The other subsets keep the template generator; the policy subsets still train on template samples.
+    assert {s.meta.get("generator") for s in test if s.subset == "safety_qa"} <= {"template", None}
+    assert not verify_build(tmp_path / "b1").conflicts
+    card = (tmp_path / "b1" / "README.md").read_text()
+    assert "## Policy generation" in card and f"| mmlu | {n_mmlu} | {n_a} | {n_a} | {n_a} |" in card
+
+    # Resumable: a second build asks the backend nothing and writes the same bytes.
+    calls = len(scripted_backend["_calls"])
+    run_build(_cfg(synth_root, tmp_path / "b2", tmp_path / "cache"))
+    assert len(scripted_backend["_calls"]) == calls
+    for name in ("test.jsonl", "train.jsonl", "manifest.json", "README.md"):
+        assert (tmp_path / "b1" / name).read_bytes() == (tmp_path / "b2" / name).read_bytes(), name
+    log = json.loads((tmp_path / "b2" / "build_log.json").read_text())
+    assert log["policy_generation"]["generated"] == 0 and log["policy_generation"]["cached"] > 0
+
+
+def test_cap_per_source_and_too_few_kept(synth_root, tmp_path, scripted_backend):
+    scripted_backend["sycophant"] = sycophant(synth_root)
+    run_build(_cfg(synth_root, tmp_path / "b", tmp_path / "c", "policy.max_items_per_source=5",
+                   "test.syco_qa=1", "test.syco_reasoning=4"))
+    f = load_build(tmp_path / "b").manifest["policy"]["subsets"]
+    assert {src: c["asked"] for src, c in f["syco_qa"]["funnel"].items()} == {"mmlu": 5, "truthfulqa": 5}
+    assert f["syco_reasoning"]["funnel"]["gsm8k"]["asked"] == 5
+    with pytest.raises(BuildError, match=r"syco_reasoning: the policy gave 5 test pairs, 6 requested"):
+        run_build(_cfg(synth_root, tmp_path / "b3", tmp_path / "c", "policy.max_items_per_source=5",
+                       "test.syco_qa=1", "test.syco_reasoning=6"))
+
+
+@pytest.mark.parametrize("override, match", [
+    ("policy.subsets=[safety_qa]", "without a policy generator"),
+    ("policy.model=nope", "not a model option"),
+    ("policy.backend=nope", "not a backend"),
+    ("+policy.backend_args.devize=cpu", "devize"),
+    ("generator=polcy", "generator"),
+])
+def test_policy_config_errors_fail_before_reading(override, match, tmp_path):
+    cfg = build_cfg([f"sources.root={tmp_path}", f"out={tmp_path / 'o'}", "generator=policy", "policy.backend=hf",
+                     "policy.model=tiny", override])
+    from automon.errors import UserError
+
+    with pytest.raises(UserError, match=match):
+        run_build(cfg)
