@@ -135,3 +135,38 @@ def test_policy_config_errors_fail_before_reading(override, match, tmp_path):
 
     with pytest.raises(UserError, match=match):
         run_build(cfg)
+
+
+def test_tiny_model_end_to_end_through_the_hf_backend(synth_root, tmp_path):
+    """The real path: data_build/build.py generator=policy with the tiny random Qwen3 on the hf
+    backend. A random model is almost never right, so no test pair is asked of the policy subsets;
+    the funnel counts what it was asked, and a rerun generates nothing (every answer cached)."""
+    import os
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    def build(out):
+        cmd = [sys.executable, str(REPO / "data_build/build.py"), f"sources.root={synth_root}", f"out={out}",
+               *SMALL_TEST, "generator=policy", "policy.model=tiny", "policy.backend=hf",
+               "+policy.backend_args.device=cpu", "policy.max_items_per_source=2", "policy.max_new_tokens=8",
+               f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0"]
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return load_build(out)
+
+    b = build(tmp_path / "b1")
+    pol = b.manifest["policy"]
+    assert pol["generator"]["model"] == "tiny" and pol["generator"]["backend"] == "hf"
+    assert pol["generator"]["identity"]["model"].startswith("tiny:")
+    funnel = {s: {src: c["asked"] for src, c in rep["funnel"].items()} for s, rep in pol["subsets"].items()}
+    assert funnel == {"syco_qa": {"mmlu": 2, "truthfulqa": 2}, "syco_reasoning": {"gsm8k": 2}}
+    lines = [json.loads(x) for f in (tmp_path / "cache").glob("*.jsonl") for x in open(f) if '"id"' in x]
+    assert len(lines) == 2 * 6 and all(isinstance(r["text"], str) for r in lines)
+    log = json.loads((tmp_path / "b1" / "build_log.json").read_text())
+    assert log["policy_generation"]["generated"] == 12
+    b2 = build(tmp_path / "b2")
+    assert json.loads((tmp_path / "b2" / "build_log.json").read_text())["policy_generation"]["generated"] == 0
+    assert b2.manifest["files"] == b.manifest["files"]
