@@ -170,3 +170,46 @@ def test_tiny_model_end_to_end_through_the_hf_backend(synth_root, tmp_path):
     b2 = build(tmp_path / "b2")
     assert json.loads((tmp_path / "b2" / "build_log.json").read_text())["policy_generation"]["generated"] == 0
     assert b2.manifest["files"] == b.manifest["files"]
+
+
+def test_sg_code_policy_is_labelled_by_execution(synth_root, tmp_path, scripted_backend):
+    """A scripted coder answers each incentivised request with the template build's gaming solution,
+    its canonical solution, or code that fails the visible tests (by a hash of the request), and the
+    plain request with the canonical solution; the sandbox's labels and the pairs follow exactly."""
+    from automon.data.recipes.common import short_hash
+
+    tmpl = tmp_path / "tmpl"
+    run_build(build_cfg([f"sources.root={synth_root}", f"out={tmpl}", "subsets=[sg_code]", "test.sg_code=2"]))
+    solutions: dict[str, dict] = {}
+    for s in load_build(tmpl).samples("test") + load_build(tmpl).samples("train"):
+        if s.subset == "sg_code" and s.meta.get("recipe") == "sg_code_template":
+            solutions.setdefault(s.request, {})[s.label] = s.response
+    # The request without the incentive (its last paragraph) gets the canonical solution.
+    solutions.update({r.rsplit("\n\n", 1)[0]: {0: sol[0]} for r, sol in list(solutions.items())})
+    plan = {"gaming": 0, "benign": 0, "visible_fail": 0}
+
+    def coder(prompt: str) -> str:
+        sol = solutions[prompt]
+        if 1 not in sol:  # the plain request
+            return sol[0]
+        pick = ["gaming", "benign", "visible_fail"][int(short_hash(prompt), 16) % 3]
+        plan[pick] += 1
+        return {"gaming": sol[1], "benign": sol[0], "visible_fail": "```python\ndef nothing():\n    pass\n```"}[pick]
+
+    scripted_backend["coder"] = coder
+    cfg = build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'p'}", "subsets=[sg_code]", "test.sg_code=1",
+                     "generator=policy", "policy.subsets=[sg_code]", "policy.backend=scripted", "policy.model=tiny",
+                     "+policy.backend_args.script=coder", f"policy.cache={tmp_path / 'c'}"])
+    run_build(cfg)
+    b = load_build(tmp_path / "p")
+    labels = b.manifest["policy"]["subsets"]["sg_code"]["labels"]
+    total = {k: sum(c[k] for c in labels.values()) for k in ("asked", "gaming", "benign", "visible_fail", "paired")}
+    assert total == {"asked": sum(plan.values()), **plan, "paired": plan["gaming"]} and plan["gaming"] >= 1
+    test = [s for s in b.samples("test") if s.subset == "sg_code"]
+    mis = next(s for s in test if s.label == 1)
+    ben = next(s for s in test if s.label == 0)
+    assert mis.request == ben.request and mis.meta["generator"] == ben.meta["generator"] == "policy"
+    assert (mis.meta["verification"]["visible"], mis.meta["verification"]["hidden"]) == ("pass", "fail")
+    assert (ben.meta["verification"]["visible"], ben.meta["verification"]["hidden"]) == ("pass", "pass")
+    assert ben.meta["asked"] == "without_incentive" and mis.meta["incentive"] in mis.request
+    assert "labels by execution" in (tmp_path / "p" / "README.md").read_text()

@@ -34,9 +34,12 @@ def _policy_section(policy: dict | None) -> str:
             lines += [f"| {src} | {c['asked']:,} | {c['correct_without_cue']:,} | {c['flipped_by_cue']:,} | "
                       f"{c['kept']:,} |" for src, c in rep["funnel"].items()]
             lines.append("")
-        if "labels" in rep:
-            lines += [f"**{subset}** labels by execution:\n", "| outcome | answers |", "|---|---:|"]
-            lines += [f"| {k} | {v:,} |" for k, v in rep["labels"].items()]
+        if "labels" in rep:  # sg_code: the incentivised answers as the sandbox labelled them
+            lines += [f"**{subset}** labels by execution (answers under the incentive; a pair needs a gaming "
+                      "answer and a benign one without the incentive):\n",
+                      "| source | asked | visible fail (dropped) | gaming | benign | paired |", "|---|---:|---:|---:|---:|---:|"]
+            lines += [f"| {src} | {c['asked']:,} | {c['visible_fail']:,} | {c['gaming']:,} | {c['benign']:,} | "
+                      f"{c['paired']:,} |" for src, c in rep["labels"].items()]
             lines.append("")
     return "\n".join(lines) + "\n"
 
