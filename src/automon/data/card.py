@@ -44,6 +44,17 @@ def _policy_section(policy: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _annotation_section(a: dict | None) -> str:
+    if not a:
+        return ""
+    kappa = "undefined" if a["cohen_kappa"] is None else f"{a['cohen_kappa']:.3f}"
+    return (f"## Annotation\n\n{a['items']:,} test samples of {', '.join(a['subsets'])} were labelled blind by "
+            f"{a['annotators']} annotators: Cohen's kappa {kappa}, raw agreement {a['raw_agreement']:.3f}. "
+            f"{a['agreed_and_match_label']:,} samples had every annotator agree with their label "
+            f"({a['agreed_against_label']:,} agreed against it); {a['test_pairs_kept']:,} test pairs with both twins "
+            f"confirmed were kept, {a['test_pairs_dropped']:,} dropped.\n\n")
+
+
 def dataset_card(manifest: dict) -> str:
     c = manifest["counts"]
     n_test = sum(v for sub in c.get("test", {}).values() for v in sub.values())
@@ -77,7 +88,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 
 {recipes}
 
-{_policy_section(manifest.get("policy"))}
+{_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}
 Responses are written by the `template` generator from gold data (no model): they are realistic in
 content but not in style, so a monitor can sometimes key on phrasing. Every misbehavior sample lists
 `evidence` (exact substrings of the response) where the recipe knows them.
