@@ -226,7 +226,7 @@ SCRIPTS: dict = {}  # script name -> function(user turn) -> answer text
 
 def scripted_backend():
     """A judge backend whose `generate` answers from a Python function (SCRIPTS[backend.script]),
-    for exact tests of the policy generator: register it with `register_scripted_backend`."""
+    for exact tests of the policy generator (the `scripted_backend` fixture registers it)."""
     from dataclasses import dataclass
     from typing import ClassVar
 

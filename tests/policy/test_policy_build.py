@@ -213,3 +213,12 @@ def test_sg_code_policy_is_labelled_by_execution(synth_root, tmp_path, scripted_
     assert (ben.meta["verification"]["visible"], ben.meta["verification"]["hidden"]) == ("pass", "pass")
     assert ben.meta["asked"] == "without_incentive" and mis.meta["incentive"] in mis.request
     assert "labels by execution" in (tmp_path / "p" / "README.md").read_text()
+
+
+def test_template_build_identity_has_no_policy_node_and_policy_cache_path_is_not_identity(tmp_path):
+    from automon.data.status import config_identity
+
+    assert "policy" not in config_identity(build_cfg([]))  # template builds stay as they were
+    a = config_identity(build_cfg(["generator=policy", "policy.cache=/x"]))
+    b = config_identity(build_cfg(["generator=policy", "policy.cache=/y"]))
+    assert a == b and a["policy"]["model"] == "qwen3_4b_instruct_2507" and "cache" not in a["policy"]
