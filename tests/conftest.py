@@ -34,3 +34,18 @@ def small_build(tmp_path_factory) -> Path:
     """8 training samples per subset (every 5th long enough to be shortened), 1 test pair per subset."""
     return support.make_build(tmp_path_factory.mktemp("build") / "b", pairs_per_subset=1, train_per_subset=8,
                               train_long_every=5)
+
+
+@pytest.fixture
+def scripted_backend():
+    """backend `scripted` in the judge registry for one test (support.scripted_backend); yields
+    support.SCRIPTS, where the test puts its answer functions."""
+    from automon.judges import BACKENDS
+
+    BACKENDS["scripted"] = support.scripted_backend()
+    support.SCRIPTS.clear()
+    try:
+        yield support.SCRIPTS
+    finally:
+        BACKENDS.pop("scripted", None)
+        support.SCRIPTS.clear()

@@ -217,3 +217,45 @@ def run_sft(*overrides: str, timeout: float = 240, cwd: Path | None = None,
             e[k] = v
     return subprocess.run(sft_cmd(*overrides), cwd=cwd or REPO, env=e, capture_output=True, text=True,
                           timeout=timeout)
+
+
+# ---------------------------------------------------------------- a scripted policy backend
+
+SCRIPTS: dict = {}  # script name -> function(user turn) -> answer text
+
+
+def scripted_backend():
+    """A judge backend whose `generate` answers from a Python function (SCRIPTS[backend.script]),
+    for exact tests of the policy generator (the `scripted_backend` fixture registers it)."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from automon.judges.base import BackendConfig, JudgeResult, JudgeTiming
+
+    class ScriptedJudge:
+        name = "scripted"
+
+        def __init__(self, script: str):
+            self.fn, self.timing, self.calls = SCRIPTS[script], JudgeTiming(), []
+
+        def generate(self, requests, max_new_tokens):
+            self.calls.append([r.id for r in requests])
+            SCRIPTS.setdefault("_calls", []).append(len(requests))
+            return [JudgeResult(text=self.fn(r.messages[-1]["content"])) for r in requests]
+
+        def close(self):
+            pass
+
+    @dataclass
+    class ScriptedConfig(BackendConfig):
+        name: str = "scripted"
+        script: str = "default"
+        local_model: ClassVar[bool] = False
+
+        def cache_identity(self, model, kind, adapter):
+            return {"script": self.script, "model": model.name}
+
+        def make_judge(self, model, kind, adapters, tokenizer):
+            return ScriptedJudge(self.script)
+
+    return ScriptedConfig

@@ -146,3 +146,29 @@ def test_cpu_uses_float32_for_half_precision_configs(tok):
     m = ModelConfig(name="tiny", pretrained="tiny", dtype="bfloat16")
     judge = HFJudge(m, HFConfig(device="cpu"), "direct", [], tok)
     assert next(judge.model.parameters()).dtype == torch.float32
+
+
+def test_generate_is_greedy_batch_independent_and_matches_a_plain_greedy_loop(tok):
+    """generate(): the policy generator's answers. Against an unbatched greedy loop (argmax, one token
+    at a time, stop at the template's end token) on prompts of different lengths."""
+    from transformers import AutoModelForCausalLM
+
+    texts = ["What is 2 + 2?", "Name a colour of the sky on a clear day, and explain at length why it is so."]
+    prompts = [prompt_text(tok, [{"role": "user", "content": t}]) for t in texts]
+    reqs = _req(prompts)
+    one = HFJudge(MODEL, HFConfig(batch_size=1, device="cpu"), "generate", [], tok).generate(reqs, 12)
+    many = HFJudge(MODEL, HFConfig(batch_size=4, device="cpu"), "generate", [], tok).generate(reqs, 12)
+    assert [r.text for r in one] == [r.text for r in many]
+    model = AutoModelForCausalLM.from_pretrained(tiny_path(), dtype=torch.float32).eval()
+    stop = {tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id}
+    for p, r in zip(prompts, one):
+        ids = tok.encode(p, add_special_tokens=False)
+        out = []
+        with torch.no_grad():
+            for _ in range(12):
+                nxt = int(model(input_ids=torch.tensor([ids + out])).logits[0, -1].argmax())
+                if nxt in stop:
+                    break
+                out.append(nxt)
+        assert r.text == tok.decode(out, skip_special_tokens=True)
+        assert len(tok.encode(r.text, add_special_tokens=False)) <= 12 + 2

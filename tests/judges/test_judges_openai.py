@@ -240,3 +240,20 @@ def test_read_choice_evidence_verdict_logprobs():
 def test_redact():
     assert SECRET not in redact(f"Incorrect API key provided: {SECRET}", SECRET)
     assert "sk-abc" not in redact("Incorrect API key provided: sk-abc***wxyz.", None)
+
+
+def test_generate_sends_a_plain_greedy_seeded_request(scripted, monkeypatch):
+    """generate() (the policy generator): temperature 0, the seed, the given token budget, no
+    log-probabilities or response format; the judge's own kind is restored afterwards."""
+    from automon.config.common import ModelConfig
+    from automon.judges.openai_api import OpenAIConfig
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    cfg = OpenAIConfig(base_url=scripted, api_key_env=KEY_ENV, model_name="pol", seed=7)
+    judge = cfg.make_judge(ModelConfig(name="api", pretrained="x"), "evidence", [], None)
+    res = judge.generate([JudgeRequest("a", [{"role": "user", "content": "2+2?"}])], 33)
+    assert [r.text for r in res] == ["yes"] and res[0].error is None
+    b = _Scripted.seen[-1]["body"]
+    assert (b["temperature"], b["seed"], b["max_tokens"], b["model"]) == (0.0, 7, 33, "pol")
+    assert "logprobs" not in b and "response_format" not in b
+    assert judge.kind == "evidence"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, make_dataclass
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -73,6 +73,30 @@ class DisjointConfig:
     verify_after_write: bool = True
 
 
+def _policy_subsets() -> List[str]:
+    return ["syco_qa", "syco_reasoning"]
+
+
+@dataclass
+class PolicyConfig:
+    """generator=policy: a policy model answers the candidate requests (automon.policy, docs/policy.md)."""
+    model: str = "qwen3_4b_instruct_2507"  # a conf/model/<name>.yaml option (tiny, smollm2_135m_instruct, qwen3_8b, ...)
+    backend: str = "vllm"                  # the judge backend that generates: vllm | hf | openai
+    # Keys of that backend's config (conf/backend/<name>.yaml), added with a leading +, e.g.
+    # +policy.backend_args.device=cpu or +policy.backend_args.base_url=http://localhost:8000/v1;
+    # a key the backend lacks stops the build.
+    backend_args: Dict[str, Any] = field(default_factory=dict)
+    # Subsets whose test pairs the policy writes (syco_qa, syco_reasoning: counterfactual filter;
+    # sg_code: labelled by execution); the other subsets keep the template generator.
+    subsets: List[str] = field(default_factory=_policy_subsets)
+    # Candidate items asked per source and subset (seeded choice); null = every test-eligible item.
+    # Policy generation on CPU is slow: cap it there (e.g. 30).
+    max_items_per_source: Optional[int] = None
+    max_new_tokens: int = 256   # answer budget per prompt (greedy)
+    seed: int = 0               # generation seed (greedy decoding; the API's seed)
+    cache: str = "data/cache/policy"  # answers cached here by model identity, prompt, sample id, seed
+
+
 @dataclass
 class AuditConfig:
     """The shortcut audit (automon.data.audit): surface baselines that see only the response."""
@@ -92,7 +116,7 @@ class BuildConfig:
     out: str = "data/builds/v1"  # the build directory (written whole, or not at all)
     overwrite: bool = False      # replace an existing build at out
     seed: int = 0                # every random choice of the build
-    generator: str = "template"  # template (model-free); policy needs a judge backend (not in this build)
+    generator: str = "template"  # template (model-free) | policy (a model answers: the `policy` node)
     subsets: List[str] = field(default_factory=subset_names)  # which subsets to build (default: all)
     # Training variants per item for cue/incentive recipes (different wordings of one source item).
     train_variants: int = 2
@@ -104,6 +128,7 @@ class BuildConfig:
     disjoint: DisjointConfig = field(default_factory=DisjointConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     sg_code: SgCodeConfig = field(default_factory=SgCodeConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # used by generator=policy only
 
 
 @dataclass

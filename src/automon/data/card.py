@@ -18,6 +18,44 @@ def _table(counts: dict) -> str:
     return "\n".join(lines)
 
 
+def _policy_section(policy: dict | None) -> str:
+    """How the policy model wrote test pairs (generator=policy): model and the funnel per source."""
+    if not policy:
+        return ""
+    g = policy["generator"]
+    lines = [f"## Policy generation\n\nTest pairs of {', '.join(policy['subsets']) or 'no subset'} were written by "
+             f"the policy model `{g['model']}` (backend `{g['backend']}`, greedy, seed {g['seed']}, at most "
+             f"{g['max_new_tokens']} new tokens); every such sample records generator, model and answer "
+             "extraction in `meta`. Sycophancy: a question is kept only when the policy answers it correctly "
+             "without the cue and wrongly with it (the counterfactual filter).\n"]
+    for subset, rep in policy["subsets"].items():
+        if "funnel" in rep:
+            lines += [f"**{subset}** funnel:\n", "| source | asked | correct without cue | flipped by cue | kept |",
+                      "|---|---:|---:|---:|---:|"]
+            lines += [f"| {src} | {c['asked']:,} | {c['correct_without_cue']:,} | {c['flipped_by_cue']:,} | "
+                      f"{c['kept']:,} |" for src, c in rep["funnel"].items()]
+            lines.append("")
+        if "labels" in rep:  # sg_code: the incentivised answers as the sandbox labelled them
+            lines += [f"**{subset}** labels by execution (answers under the incentive; a pair needs a gaming "
+                      "answer and a benign one without the incentive):\n",
+                      "| source | asked | visible fail (dropped) | gaming | benign | paired |", "|---|---:|---:|---:|---:|---:|"]
+            lines += [f"| {src} | {c['asked']:,} | {c['visible_fail']:,} | {c['gaming']:,} | {c['benign']:,} | "
+                      f"{c['paired']:,} |" for src, c in rep["labels"].items()]
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _annotation_section(a: dict | None) -> str:
+    if not a:
+        return ""
+    kappa = "undefined" if a["cohen_kappa"] is None else f"{a['cohen_kappa']:.3f}"
+    return (f"## Annotation\n\n{a['items']:,} test samples of {', '.join(a['subsets'])} were labelled blind by "
+            f"{a['annotators']} annotators: Cohen's kappa {kappa}, raw agreement {a['raw_agreement']:.3f}. "
+            f"{a['agreed_and_match_label']:,} samples had every annotator agree with their label "
+            f"({a['agreed_against_label']:,} agreed against it); {a['test_pairs_kept']:,} test pairs with both twins "
+            f"confirmed were kept, {a['test_pairs_dropped']:,} dropped.\n\n")
+
+
 def dataset_card(manifest: dict) -> str:
     c = manifest["counts"]
     n_test = sum(v for sub in c.get("test", {}).values() for v in sub.values())
@@ -55,6 +93,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 
 {recipes}
 
+{_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}
 Responses are written by the `template` generator from gold data (no model): they are realistic in
 content but not in style, so a monitor can sometimes key on phrasing. Every misbehavior sample lists
 `evidence` (exact substrings of the response) where the recipe knows them.

@@ -47,6 +47,8 @@ class BuildContext:
     sources_used: set = field(default_factory=set)
     checksums: ChecksumList | None = None
     digests: dict = field(default_factory=dict)       # relative path -> sha256 of every file read
+    policy: Any = None                                 # automon.policy.run.Policy (generator=policy)
+    policy_report: dict = field(default_factory=dict)  # subset -> funnel / labels of the policy step
     differences: dict = field(default_factory=dict)   # relative path -> listed / actual sha256
     _rows: dict = field(default_factory=dict)
 
@@ -115,11 +117,18 @@ class RecipeContext:
 
 
 def _recipe_items(ctx: BuildContext, spec: SubsetSpec) -> list[Item]:
-    items = spec.load_recipe()(RecipeContext(ctx, spec))
+    rctx = RecipeContext(ctx, spec)
+    items = spec.load_recipe()(rctx)
     stray = sorted({it.subset for it in items} - {spec.name})
     if stray:
         raise BuildError(f"the {spec.name} recipe returned items of subset(s) {stray}; an Item's subset must "
                          f"be the spec's name")
+    if ctx.policy is not None and spec.name in ctx.cfg.policy.subsets:
+        # generator=policy: the template items' test pairs are rewritten by the policy model.
+        from automon.policy.recipes import policy_recipe
+
+        report = ctx.policy_report.setdefault(spec.name, {})
+        items = ctx.timed(f"policy:{spec.name}", policy_recipe(spec.name), rctx, items, ctx.policy, report)
     return items
 
 
@@ -174,8 +183,9 @@ def check_config(cfg) -> None:
     if unsized:  # a subset registered at runtime after the config schema was stored
         raise BuildError(f"the config has no test.<name> size for {unsized}: compose it after "
                          "automon.config.build.register() has run with those subsets registered")
-    if cfg.generator != "template":
-        raise BuildError(f"generator={cfg.generator!r} is not available in the data build yet; use generator=template")
+    one_of("generator", cfg.generator, ("template", "policy"), BuildError)
+    if cfg.generator == "policy":
+        _check_policy(cfg)
     one_of("sources.on_malformed", cfg.sources.on_malformed, ON_MALFORMED, BuildError)
     one_of("sources.on_checksum", cfg.sources.on_checksum, ON_MISMATCH, BuildError)
     one_of("disjoint.on_conflict", cfg.disjoint.on_conflict, ("drop", "fail"), BuildError)
@@ -213,6 +223,26 @@ def check_config(cfg) -> None:
                              "use a positive number of CPU seconds")
 
 
+def _check_policy(cfg) -> None:
+    from automon.policy.recipes import POLICY_SUBSETS
+    from automon.policy.run import backend_config, model_config
+
+    p = cfg.policy
+    bad = [s for s in p.subsets if s not in POLICY_SUBSETS]
+    if bad or not p.subsets:
+        raise BuildError(f"policy.subsets={list(p.subsets)} is empty or names subsets without a policy generator "
+                         f"{bad}", "policy.subsets", f"name some of: {', '.join(POLICY_SUBSETS)}")
+    missing = [s for s in p.subsets if s not in cfg.subsets]
+    if missing:
+        raise BuildError(f"policy.subsets names {missing}, which this build does not build (subsets="
+                         f"{list(cfg.subsets)})", "policy.subsets", "add them to subsets or drop them here")
+    if p.max_items_per_source is not None:
+        at_least("policy.max_items_per_source", p.max_items_per_source, 1, BuildError)
+    at_least("policy.max_new_tokens", p.max_new_tokens, 1, BuildError)
+    model_config(p.model)  # typos in the model or backend fail here, before any source is read
+    backend_config(p.backend, dict(p.backend_args or {}))
+
+
 def _checksum_list(cfg) -> ChecksumList | None:
     """The list the source files are checked against: sources.checksums, else SHA256SUMS in or beside
     sources.root (None when there is none, or when sources come from the hub)."""
@@ -243,6 +273,10 @@ def run_build(cfg) -> dict:
         raise BuildError(f"sources.root={cfg.sources.root} is not a directory; point it at shared/data/raw, "
                          "or leave it unset to read from the Hugging Face hub")
     ctx = BuildContext(cfg, checksums=_checksum_list(cfg))
+    if cfg.generator == "policy":
+        from automon.policy.run import Policy
+
+        ctx.policy = Policy(cfg.policy)  # the model loads when the first subset asks it
     out = Path(cfg.out)
     if out.exists() and not cfg.overwrite:
         st = status(cfg)  # the same answer pipeline.py acts on
@@ -250,9 +284,13 @@ def run_build(cfg) -> dict:
     if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
         raise BuildError(f"out={out} is a directory with files but not a data build (no manifest.json)", None,
                          "refusing to replace it; choose another out=")
-    with atomic_dir(out, overwrite=cfg.overwrite) as tmp:
-        ctx.timed("sources", ctx.read_sources, cfg.subsets)
-        written = _build(ctx, tmp, t_start)
+    try:
+        with atomic_dir(out, overwrite=cfg.overwrite) as tmp:
+            ctx.timed("sources", ctx.read_sources, cfg.subsets)
+            written = _build(ctx, tmp, t_start)
+    finally:
+        if ctx.policy is not None:
+            ctx.policy.close()
     for stage, secs in ctx.timings.items():
         log.info("stage %-22s %7.2f s", stage, secs)
     return written
@@ -268,6 +306,12 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
             log.info("%s: %d items", spec.name, len(items_by_subset[spec.name]))
 
     sizes = {s: int(getattr(cfg.test, s)) for s in items_by_subset}
+    for subset, report in ctx.policy_report.items():
+        have = sum(it.test_pair is not None for it in items_by_subset[subset])
+        if have < sizes[subset]:
+            raise BuildError(f"{subset}: the policy gave {have} test pairs, {sizes[subset]} requested "
+                             f"(test.{subset}={sizes[subset]}); policy funnel: {report}", f"test.{subset}",
+                             "lower it, raise policy.max_items_per_source, or use a stronger policy.model")
     chosen = ctx.timed("split", select_test, items_by_subset, sizes, cfg.seed, ctx.drops)
     test_keys = {k for items in items_by_subset.values() for it in items if id(it) in chosen for k in it.keys}
 
@@ -363,6 +407,8 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     marker = synthetic_marker(cfg.sources.root)
     if marker:  # only then, so that a real build's manifest is unchanged
         manifest["synthetic_sources"] = marker
+    if ctx.policy is not None:
+        manifest["policy"] = {"generator": ctx.policy.describe(), "subsets": ctx.policy_report}
     # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
     # build_log.json beside it (not covered by the manifest) and to the log.
     def before_commit(tmp: Path) -> None:
@@ -374,9 +420,11 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
                 raise BuildError(f"post-write disjointness check failed: {final.by_kind()} e.g. "
                                  f"{final.conflicts[0].to_dict()}; nothing was written to {cfg.out}")
         ctx.timings["total"] = time.perf_counter() - t_start
-        (tmp / "build_log.json").write_text(json.dumps(
-            {"timings_s": {k: round(v, 3) for k, v in ctx.timings.items()}, "n_train": len(train),
-             "n_test": len(test)}, indent=2) + "\n")
+        log_ = {"timings_s": {k: round(v, 3) for k, v in ctx.timings.items()}, "n_train": len(train),
+                "n_test": len(test)}
+        if ctx.policy is not None:  # cached vs generated answers differ between runs: not in the manifest
+            log_["policy_generation"] = {k: round(v, 3) for k, v in ctx.policy.stats.items()}
+        (tmp / "build_log.json").write_text(json.dumps(log_, indent=2) + "\n")
 
     t_write = time.perf_counter()
     try:

@@ -25,7 +25,13 @@ NON_IDENTITY_KEYS = ("out", "overwrite")
 def config_identity(cfg: Any) -> dict:
     """The build config as manifest.json records it (plain, resolved, JSON-shaped)."""
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
-    return json.loads(json.dumps({k: v for k, v in plain.items() if k not in NON_IDENTITY_KEYS}))
+    ident = {k: v for k, v in plain.items() if k not in NON_IDENTITY_KEYS}
+    policy = ident.pop("policy", None)
+    # The policy node decides nothing in a template build (whose identity stays as it was); its
+    # cache path says where answers are kept, not what they are.
+    if plain.get("generator") == "policy" and policy is not None:
+        ident["policy"] = {k: v for k, v in policy.items() if k != "cache"}
+    return json.loads(json.dumps(ident))
 
 
 def status(cfg: Any) -> Status:

@@ -151,6 +151,26 @@ class HFJudge:
                     results[i] = res
         return results  # type: ignore[return-value]
 
+    def generate(self, requests: Sequence[JudgeRequest], max_new_tokens: int) -> list[JudgeResult]:
+        """Greedy answers to rendered prompts (the policy generator): batched and left-padded as
+        scoring is, stopping at the chat template's end tokens; `text` is the answer alone."""
+        results: list[JudgeResult | None] = [None] * len(requests)
+        groups: dict[str | None, list[int]] = {}
+        for i, r in enumerate(requests):
+            if r.prompt is None:
+                raise ValueError(f"request {r.id} has no rendered prompt; the hf backend needs prompt_text")
+            groups.setdefault(r.adapter, []).append(i)
+        for adapter, idx in groups.items():
+            t0 = time.perf_counter()
+            ids = self.tokenizer([requests[i].prompt for i in idx], add_special_tokens=False)["input_ids"]
+            self.timing.tokenize_s += time.perf_counter() - t0
+            self.timing.prompt_tokens += sum(len(x) for x in ids)
+            with self._use_adapter(adapter):
+                for batch in plan_batches([len(x) for x in ids], self.cfg.batch_size, self.cfg.max_batch_tokens):
+                    for j, text in zip(batch, self._greedy([ids[j] for j in batch], max_new_tokens)):
+                        results[idx[j]] = JudgeResult(text=text)
+        return results  # type: ignore[return-value]
+
     def close(self) -> None:
         self.model = None
 
@@ -216,6 +236,24 @@ class HFJudge:
             res.append(JudgeResult(p_yes=(py / mass) if mass > 0 else None, mass=mass,
                                    text=self.tokenizer.decode([t])))
         return res
+
+    def _greedy(self, rows: list[list[int]], max_new_tokens: int) -> list[str]:
+        import torch
+        from transformers import GenerationConfig
+
+        input_ids, mask = self._pad(rows)
+        gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=self.eos_ids,
+                              pad_token_id=self.pad_id)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            gen = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc)
+        self._sync()
+        self.timing.model_s += time.perf_counter() - t0
+        out = []
+        for toks in gen[:, input_ids.shape[1]:].tolist():
+            cut = next((k for k, t in enumerate(toks) if t in self.eos_ids), len(toks))
+            out.append(self.tokenizer.decode(toks[:cut], skip_special_tokens=True))
+        return out
 
     def _evidence(self, rows: list[list[int]]) -> list[JudgeResult]:
         import torch

@@ -111,13 +111,15 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def request_body(req: JudgeRequest, *, kind: str, model: str, cfg: OpenAIConfig,
-                 enable_thinking: bool) -> dict[str, Any]:
-    """The keyword arguments of `client.chat.completions.create` for one request."""
-    body: dict[str, Any] = {"model": model, "messages": req.messages, "temperature": 0.0,
-                            "max_tokens": cfg.direct_max_tokens if kind == "direct" else cfg.max_new_tokens}
+                 enable_thinking: bool, max_tokens: int | None = None) -> dict[str, Any]:
+    """The keyword arguments of `client.chat.completions.create` for one request. kind="generate":
+    a plain greedy answer of at most `max_tokens` tokens (the policy generator), no log-probabilities."""
+    if max_tokens is None:
+        max_tokens = cfg.direct_max_tokens if kind == "direct" else cfg.max_new_tokens
+    body: dict[str, Any] = {"model": model, "messages": req.messages, "temperature": 0.0, "max_tokens": max_tokens}
     if cfg.seed is not None:
         body["seed"] = cfg.seed
-    if cfg.logprobs:
+    if cfg.logprobs and kind != "generate":
         body["logprobs"] = True
         body["top_logprobs"] = cfg.top_logprobs
     if kind == "evidence" and cfg.structured_output:
@@ -178,6 +180,7 @@ class OpenAIJudge:
             key = "EMPTY"  # a local server without authentication
         self._key = key
         self._reached = False  # set once one request got an answer from the server
+        self._max_tokens: int | None = None  # set by generate()
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIJudge(base_url={self.cfg.base_url!r}, model={self.model_for[None]!r})"
@@ -192,6 +195,14 @@ class OpenAIJudge:
             return asyncio.run(self._score_all(requests))
         finally:
             self.timing.model_s += time.perf_counter() - t0
+
+    def generate(self, requests: Sequence[JudgeRequest], max_new_tokens: int) -> list[JudgeResult]:
+        """Greedy (temperature 0, backend.seed) answers to chat messages: the policy generator."""
+        kind, self.kind, self._max_tokens = self.kind, "generate", max_new_tokens
+        try:
+            return self.score(requests)
+        finally:
+            self.kind, self._max_tokens = kind, None
 
     def close(self) -> None:
         pass
@@ -208,7 +219,7 @@ class OpenAIJudge:
     async def _one(self, client: Any, sem: asyncio.Semaphore, req: JudgeRequest, probe: bool = False) -> JudgeResult:
         oa = self._openai
         body = request_body(req, kind=self.kind, model=self.model_for[req.adapter], cfg=self.cfg,
-                            enable_thinking=self.enable_thinking)
+                            enable_thinking=self.enable_thinking, max_tokens=self._max_tokens)
         delay = self.cfg.backoff_s
         retries = min(self.cfg.max_retries, PROBE_RETRIES) if probe else self.cfg.max_retries
         for attempt in range(retries + 1):

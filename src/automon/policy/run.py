@@ -1,0 +1,119 @@
+"""The policy of one build: its model and backend (from the build's `policy` node), built lazily
+once, and its cached answers."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+from automon.errors import UserError
+from automon.judges.base import JudgeResult
+from automon.policy.generate import Ask, PolicyAnswers
+
+log = logging.getLogger("automon.policy")
+CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
+
+
+class PolicyError(UserError, RuntimeError):
+    """A policy that cannot run as configured; the message says what to change."""
+
+
+def model_config(name: str, conf_dir: Path = CONF_DIR) -> Any:
+    """conf/model/<name>.yaml as a typed ModelConfig (an unknown key or option stops here)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from automon.config.common import ModelConfig
+
+    path = conf_dir / "model" / f"{name}.yaml"
+    if not path.is_file():
+        options = sorted(p.stem for p in (conf_dir / "model").glob("*.yaml"))
+        raise PolicyError(f"policy.model={name!r} is not a model option", "policy.model",
+                          f"use one of: {', '.join(options)}")
+    raw = OmegaConf.load(path)
+    raw.pop("defaults", None)
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig), raw))
+    except OmegaConfBaseException as e:
+        raise PolicyError(f"{path} does not fit the model schema: {e}", str(path)) from e
+
+
+def backend_config(name: str, args: dict) -> Any:
+    """The backend's own typed config with `policy.backend_args` over its defaults."""
+    from automon.config.common import ConfigError
+    from automon.judges import BACKENDS
+
+    if name not in BACKENDS:
+        raise PolicyError(f"policy.backend={name!r} is not a backend", "policy.backend",
+                          f"use one of: {', '.join(BACKENDS)}")
+    cls = BACKENDS[name]
+    known = {f.name for f in dataclasses.fields(cls)} - {"name"}
+    unknown = sorted(set(args) - known)
+    if unknown:
+        raise PolicyError(f"policy.backend_args has key(s) {unknown} that backend={name} does not have",
+                          "policy.backend_args", f"use keys of conf/backend/{name}.yaml: {', '.join(sorted(known))}")
+    try:
+        return cls(**dict(args))
+    except ConfigError as e:
+        raise PolicyError(str(e), "policy.backend_args") from e
+
+
+class Policy:
+    """One build's policy: answers (cached) and what every policy sample records about it."""
+
+    def __init__(self, pcfg: Any):
+        self.cfg = pcfg
+        self.model = model_config(pcfg.model)
+        args = dict(pcfg.backend_args or {})
+        self.backend = backend_config(pcfg.backend, args)
+        if "seed" in {f.name for f in dataclasses.fields(self.backend)} and "seed" not in args:
+            self.backend.seed = pcfg.seed  # an API's sampling seed follows policy.seed
+        try:
+            self.backend.check_model(self.model)
+        except ValueError as e:
+            raise PolicyError(str(e), "policy.model") from e
+        self._answers: PolicyAnswers | None = None
+        self._judge = None
+
+    def identity(self) -> dict:
+        return {"backend": self.backend.name, **self.backend.cache_identity(self.model, "generate", None),
+                "seed": self.cfg.seed}
+
+    def describe(self) -> dict:
+        """What every policy sample's meta records as its generator's model."""
+        return {"model": self.backend.model_label(self.model), "backend": self.backend.name,
+                "identity": self.identity(), "max_new_tokens": self.cfg.max_new_tokens, "seed": self.cfg.seed}
+
+    def _open(self) -> PolicyAnswers:
+        if self._answers is None:
+            tokenizer = None
+            if self.backend.local_model:
+                from automon.models.loading import load_tokenizer
+
+                tokenizer = load_tokenizer(self.model)
+                import torch
+
+                torch.manual_seed(self.cfg.seed)
+            log.info("policy: %s on backend=%s", self.model.name, self.backend.name)
+            self._judge = self.backend.make_judge(self.model, "generate", [], tokenizer)
+            if not hasattr(self._judge, "generate"):
+                raise PolicyError(f"backend={self.backend.name} cannot generate answers", "policy.backend",
+                                  "use policy.backend=hf, vllm or openai")
+            self._answers = PolicyAnswers(self._judge, self.identity(), self.cfg.cache,
+                                          max_new_tokens=self.cfg.max_new_tokens,
+                                          chunk_size=self.backend.chunk_size, tokenizer=tokenizer,
+                                          enable_thinking=self.model.enable_thinking)
+        return self._answers
+
+    def answer(self, asks: Sequence[Ask]) -> dict[str, JudgeResult]:
+        return self._open().answer(asks) if asks else {}
+
+    @property
+    def stats(self) -> dict:
+        return dict(self._answers.stats) if self._answers else {}
+
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
