@@ -206,7 +206,7 @@ def sft_cmd(*overrides: str) -> list[str]:
     return [sys.executable, str(SFT), *overrides]
 
 
-def run_sft(*overrides: str, timeout: float = 240, cwd: Path | None = None,
+def run_sft(*overrides: str, timeout: float = 600, cwd: Path | None = None,
             env: dict | None = None) -> subprocess.CompletedProcess:
     """train/sft.py as a user runs it; `env` values of None remove a variable."""
     e = dict(os.environ)

@@ -208,6 +208,13 @@ def test_evidence_sampling_params_accept_the_trained_answer(tokens, tiny_tok):
         assert parse_answer(text, "evidence_v1").pred == s.label
 
 
+def test_generate_sampling_params_are_plain_greedy(tokens):
+    """The policy generator's answers: greedy, seeded, the answer budget, no format and no logprobs
+    (a structured-output mask or a logprob request would change what the policy says)."""
+    sp = V.build_sampling_params(NS, "generate", tokens, max_new_tokens=64, seed=5)
+    assert sp.kw == {"max_tokens": 64, "temperature": 0.0, "seed": 5}
+
+
 def test_evidence_regex_admits_exactly_the_trained_answer_format():
     import re
 

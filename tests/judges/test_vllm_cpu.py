@@ -354,3 +354,28 @@ def test_openai_backend_p_yes_against_vllm_serve_equals_hf(work, served, hf_swee
     diffs = [abs(got[k] - ref[k]) for k in ref]
     print(f"\nmax |P(yes) openai->vllm serve - hf| over {len(diffs)} requests: {max(diffs):.2e}")
     assert max(diffs) < TOL
+
+
+def test_policy_generation_with_vllm_equals_hf_greedy(work):
+    """generator=policy's answers through vLLM: the same greedy text as the hf backend's generate()
+    on the same chat requests (the policy's user turn alone, no system prompt)."""
+    from automon.judges.hf import HFJudge
+    from automon.judges.vllm_engine import VLLMJudge
+    from automon.models.loading import load_tokenizer
+    from automon.policy.generate import Ask, PolicyAnswers
+
+    c = _cfg(work, "backend=vllm")
+    tok = load_tokenizer(c.model)
+    _release_engines()
+    vj = VLLMJudge(c.model, c.backend, "generate", [], tok, c.model.enable_thinking)
+    _LIVE.append(vj)
+    hc = _cfg(work, "backend=hf")
+    hj = HFJudge(hc.model, hc.backend, "generate", [], tok)
+    asks = [Ask(f"q{i}", q) for i, q in enumerate(["What is 2 + 3?", "Name a colour of the sky.",
+                                                   "Which is larger, 9 or 11? Answer with the number."])]
+    reqs = [PolicyAnswers(vj, {}, str(work.dir / "unused"), max_new_tokens=12, chunk_size=8,
+                          tokenizer=tok).request(a) for a in asks]
+    v = vj.generate(reqs, 12)
+    h = hj.generate(reqs, 12)
+    assert all(r.error is None and r.text for r in v)
+    assert [r.text for r in v] == [r.text for r in h]

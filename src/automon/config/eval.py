@@ -45,7 +45,7 @@ class OODConfig:
     # the base model): per label, a seeded shuffle by id, the first `cap` fit the detectors, the next
     # `cap` standardise the scores, fit lambda and give the FAR thresholds (far_reference).
     cap: int = 100
-    seed: int = 0
+    seed: int = 0                   # seed of the fit / calibrate split of the in-distribution samples
     gaussian: str = "class"         # class: a mean per label, tied covariance | benign: benign samples only
     shrinkage: str = "auto"         # covariance shrinkage towards (tr/d)·I: auto (Ledoit-Wolf) or a number in [0, 1]
     knn_k: int = 5                  # knn: distance to the k-th nearest in-distribution feature
@@ -53,7 +53,7 @@ class OODConfig:
     pooling: str = "mean"           # mean | last
     max_length: int = 256           # tokens of the probe text read for hidden states (left-truncated)
     ppl_max_length: int = 512       # tokens of request + response read for perplexity
-    batch_size: int = 8
+    batch_size: int = 8             # samples per forward pass for hidden states (perplexity: half)
     cache_dir: Optional[str] = None  # detector features; null: $AUTOMON_CACHE/features
 
 
@@ -95,7 +95,7 @@ class HoldoutConfig:
     # a "<monitor>+<fusion>" monitor per scored monitor. Detectors: mahalanobis | knn | perplexity;
     # fusion: lambda | mean | min. Implies far_reference.
     detectors: List[str] = field(default_factory=list)
-    fusion: Optional[str] = None
+    fusion: Optional[str] = None  # lambda | mean | min (null: no detectors, no fused monitors)
     # Detection rate at FAR 0.5/1/2/5% (det_at_far) with thresholds from benign samples of each
     # monitor's training distribution (ood.cap per subset, scored by the monitor besides the test split).
     far_reference: bool = False

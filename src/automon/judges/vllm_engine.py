@@ -150,7 +150,10 @@ def llm_kwargs(model_cfg: Any, backend_cfg: Any, adapters: Sequence[LoraAdapter]
 
 
 def build_sampling_params(ns: Any, kind: str, tokens: AnswerTokens, max_new_tokens: int, seed: int = 0) -> Any:
-    """`SamplingParams` for the prompt kind; `ns` provides SamplingParams and StructuredOutputsParams."""
+    """`SamplingParams` for the prompt kind; `ns` provides SamplingParams and StructuredOutputsParams.
+    kind="generate" (the policy generator): a plain greedy answer, no logprobs, no format."""
+    if kind == "generate":
+        return ns.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, seed=seed)
     pos, neg = tokens.pair(kind)
     if kind == "direct":
         return ns.SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=[*pos, *neg], seed=seed)
@@ -260,6 +263,7 @@ class VLLMJudge:
             self._tmp = Path(tempfile.mkdtemp(prefix="automon-vllm-"))
             adapters.append(zero_adapter(adapters[0], self._tmp / "base"))
         self.llm = vllm.LLM(**llm_kwargs(model_cfg, backend_cfg, adapters))
+        self._ns, self._seed = ns, backend_cfg.seed
         self.sp = build_sampling_params(ns, kind, self.tokens, backend_cfg.max_new_tokens, backend_cfg.seed)
         # Evidence: P(true) at the verdict token, read without the format constraint (see _verdicts).
         self.sp_verdict = ns.SamplingParams(max_tokens=1, temperature=0.0, seed=backend_cfg.seed,
@@ -278,6 +282,20 @@ class VLLMJudge:
                    else self._verdicts([requests[i] for i in idx], outs))
             for i, r in zip(idx, res):
                 out[i] = r
+        return out  # type: ignore[return-value]
+
+    def generate(self, requests: Sequence[JudgeRequest], max_new_tokens: int) -> list[JudgeResult]:
+        """Greedy answers to chat requests (the policy generator), in one engine call per chunk; the
+        chat template renders `messages` as the hf backend's `prompt` does."""
+        sp = build_sampling_params(self._ns, "generate", self.tokens, max_new_tokens, self._seed)
+        out: list[JudgeResult | None] = [None] * len(requests)
+        for idx, kw in chat_calls(requests, sp, self.loras, self.enable_thinking):
+            t0 = time.perf_counter()
+            outs = self.llm.chat(**kw)
+            self.timing.model_s += time.perf_counter() - t0
+            for i, o in zip(idx, outs):
+                self.timing.prompt_tokens += len(getattr(o, "prompt_token_ids", None) or [])
+                out[i] = JudgeResult(text=o.outputs[0].text)
         return out  # type: ignore[return-value]
 
     def _verdicts(self, requests: Sequence[JudgeRequest], outputs: Sequence[Any]) -> list[JudgeResult]:
