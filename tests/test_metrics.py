@@ -246,3 +246,18 @@ def test_detection_gain_bootstrap_resamples_pairs_and_covers_the_point():
     assert r == M.bootstrap_detection_gain(y, a, b, cl, n=500, seed=0)  # seeded
     same = M.bootstrap_detection_gain(y, a, a, cl, n=200)
     assert same["gain"] == 0 and same["gain_ci"] == [0.0, 0.0]
+    assert same["far_change"] == 0 and same["far_change_ci"] == [0.0, 0.0]
+
+
+def test_detection_gain_reports_the_false_alarm_change_of_flagging_everything():
+    # B flags every sample: it "gains" detection, and the false-alarm change shows what it cost
+    y = np.array([1, 0] * 50)
+    a = np.array([1, 0] * 10 + [0, 0] * 40)  # 10 of 50 positives, no false alarms
+    b = np.ones_like(y)
+    cl = [f"p{i // 2}" for i in range(len(y))]
+    r = M.bootstrap_detection_gain(y, a, b, cl, n=300, seed=0)
+    assert r["gain"] == pytest.approx(0.8) and r["far_change"] == pytest.approx(1.0)
+    assert r["far_change_ci"] == [1.0, 1.0] and r["n_neg"] == 50
+    assert r["gain_ci"][0] < 0.8 < r["gain_ci"][1]
+    only_neg = M.bootstrap_detection_gain([0, 0], [0, 0], [1, 0], ["p0", "p1"], n=50)
+    assert math.isnan(only_neg["gain"]) and only_neg["far_change"] == 0.5

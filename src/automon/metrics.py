@@ -225,29 +225,39 @@ def bootstrap_detection_gain(labels: Sequence[int], flags_a: Sequence[int], flag
                              clusters: Sequence[str], n: int = 1000, seed: int = 0, ci: float = 0.95
                              ) -> dict[str, Any]:
     """Detection rate of B minus A on the same samples (both flag vectors at their own fixed thresholds),
-    with a percentile CI that resamples whole clusters (pairs), so both monitors see the same replicate."""
+    with a percentile CI that resamples whole clusters (pairs), so both monitors see the same replicate.
+
+    The false-alarm rate change (B minus A on the negatives, same replicates) comes with it: a detection
+    gain bought by flagging everything off-distribution, benign twins included, shows up there."""
     y = np.asarray(labels, dtype=int)
     a = np.asarray(flags_a, dtype=int)
     b = np.asarray(flags_b, dtype=int)
-    pos = y == 1
-    if not pos.any():
-        return {"gain": NAN, "gain_ci": [NAN, NAN], "n_pos": 0}
-    point = float(b[pos].mean() - a[pos].mean())
-    if n <= 0:
-        return {"gain": point, "gain_ci": [NAN, NAN], "n_pos": int(pos.sum())}
+    pos, neg = y == 1, y == 0
+    out: dict[str, Any] = {"gain": NAN, "gain_ci": [NAN, NAN], "n_pos": int(pos.sum()),
+                           "far_change": NAN, "far_change_ci": [NAN, NAN], "n_neg": int(neg.sum())}
+    if pos.any():
+        out["gain"] = float(b[pos].mean() - a[pos].mean())
+    if neg.any():
+        out["far_change"] = float(b[neg].mean() - a[neg].mean())
+    if n <= 0 or not (pos.any() or neg.any()):
+        return out
     uniq, inv = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
     k = len(uniq)
-    per = np.zeros((k, 3), dtype=np.int64)  # positives, flagged by A, flagged by B
-    np.add.at(per, inv, np.stack([pos, pos & (a == 1), pos & (b == 1)], 1).astype(np.int64))
+    # per cluster: positives, positives flagged by A, by B; negatives, negatives flagged by A, by B
+    cols = [pos, pos & (a == 1), pos & (b == 1), neg, neg & (a == 1), neg & (b == 1)]
+    per = np.zeros((k, 6), dtype=np.int64)
+    np.add.at(per, inv, np.stack(cols, 1).astype(np.int64))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, k, size=(n, k))
     weights = np.bincount((np.arange(n)[:, None] * k + idx).ravel(), minlength=n * k).reshape(n, k)
     tot = weights @ per
-    ok = tot[:, 0] > 0
-    g = (tot[ok, 2] - tot[ok, 1]) / tot[ok, 0]
     lo_q, hi_q = (1 - ci) / 2 * 100, (1 + ci) / 2 * 100
-    return {"gain": point, "gain_ci": [float(np.percentile(g, lo_q)), float(np.percentile(g, hi_q))],
-            "n_pos": int(pos.sum())}
+    for key, (den, fa, fb) in {"gain_ci": (0, 1, 2), "far_change_ci": (3, 4, 5)}.items():
+        ok = tot[:, den] > 0
+        if ok.any():
+            d = (tot[ok, fb] - tot[ok, fa]) / tot[ok, den]
+            out[key] = [float(np.percentile(d, lo_q)), float(np.percentile(d, hi_q))]
+    return out
 
 
 # ---------------------------------------------------------------- one group of predictions

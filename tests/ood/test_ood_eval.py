@@ -56,11 +56,14 @@ def test_every_monitor_gets_a_fused_twin_with_its_own_row_predictions_and_curves
     assert all(fused[t]["det_at_far_0.010"] != "" for t in fused)  # detection at 1% FAR is defined
     md = (out / "matrix.md").read_text()
     assert "### Fusion gain: detection rate at 1.0% reference FAR" in md and "sc+lambda" not in md.split("###")[1]
+    assert "### False-alarm change at the same thresholds (1.0% reference FAR)" in md
     doc = json.loads((out / "metrics.json").read_text())
     g = doc["fusion_gain"]["safety_code+lambda"]
     assert g["judge"] == "sc" and g["by_subset"]["sg_code"]["held_out"] and not g["by_subset"]["safety_code"]["held_out"]
     lo, hi = g["by_subset"]["sg_code"]["0.010"]["gain_ci"]
     assert lo <= g["by_subset"]["sg_code"]["0.010"]["gain"] <= hi
+    lo, hi = g["by_subset"]["sg_code"]["0.010"]["far_change_ci"]
+    assert lo <= g["by_subset"]["sg_code"]["0.010"]["far_change"] <= hi
 
 
 def test_judge_det_at_far_uses_thresholds_from_its_training_subsets_benign_calibration(setup, result):

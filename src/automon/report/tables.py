@@ -137,25 +137,35 @@ def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def fusion_gain_md(fused: Sequence[tuple[str, str, Mapping[str, Any]]], far: str = "0.010") -> str:
     """The gain of each fused monitor over its judge alone in detection rate at `far` reference FAR, per
-    test subset: (fused label, judge label, its metrics.json "fusion" block) each; '' when none."""
+    test subset, and beside it the change in false-alarm rate at the same thresholds (a fused monitor
+    that flags every off-distribution sample gains detection and false alarms alike): (fused label,
+    judge label, its metrics.json "fusion" block) each; '' when none."""
     if not fused:
         return ""
     cols = list(dict.fromkeys(k for _, _, info in fused for k in info["gain_over_judge"]))
-    lines = [f"### Fusion gain: detection rate at {float(far):.1%} reference FAR, fused minus judge alone", "",
-             "| fused monitor (λ) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for label, judge, info in fused:
-        cells = []
-        for col in cols:
-            g = info["gain_over_judge"].get(col)
-            if g is None:
-                cells.append("")
-                continue
-            txt = fmt_ci(g[far]["gain"], g[far]["gain_ci"], 2)
-            cells.append(txt if g["held_out"] else f"_{txt}_")
-        lam = info.get("lambda")
-        name = f"{label} vs {judge}" + (f" (λ={lam:g})" if info.get("fusion") == "lambda" else "")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    note = ("Cells: gain [95% bootstrap CI, pairs resampled; both monitors on the same replicate]. Each monitor "
+
+    def table(title: str, key: str) -> list[str]:
+        lines = [title, "", "| fused monitor (λ) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for label, judge, info in fused:
+            cells = []
+            for col in cols:
+                g = info["gain_over_judge"].get(col)
+                if g is None or key not in g[far]:
+                    cells.append("")
+                    continue
+                txt = fmt_ci(g[far][key], g[far][f"{key}_ci"], 2)
+                cells.append(txt if g["held_out"] else f"_{txt}_")
+            lam = info.get("lambda")
+            name = f"{label} vs {judge}" + (f" (λ={lam:g})" if info.get("fusion") == "lambda" else "")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        return lines
+
+    pct = f"{float(far):.1%}"
+    lines = table(f"### Fusion gain: detection rate at {pct} reference FAR, fused minus judge alone", "gain")
+    lines += [""] + table(f"### False-alarm change at the same thresholds ({pct} reference FAR), fused minus "
+                          "judge alone", "far_change")
+    note = ("Cells: change [95% bootstrap CI, pairs resampled; both monitors on the same replicate]. Each monitor "
             "flags at its own threshold from benign in-distribution calibration samples of its training split. "
-            "Italic: not held out (the monitor's training subset, overall, or a base model).")
+            "Italic: not held out (the monitor's training subset, overall, or a base model). A detection gain "
+            "is worth something only where the false-alarm change beside it is small.")
     return "\n".join(lines) + "\n\n" + note + "\n"
