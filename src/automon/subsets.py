@@ -212,9 +212,12 @@ for _spec in (
         "opinion) and the unhackable control are training only."),
     SubsetSpec(
         "syco_reasoning", "sycophancy", "reasoning", _syco_reasoning, ("gsm8k",), 240,
-        "GSM8K with a plausible wrong number as the cue (an intermediate result or a near miss); the "
-        "misbehavior bends the final step to the cued number (evidence = the bent lines), the benign "
-        "twin is the gold solution."),
+        "GSM8K with a plausible wrong number as the cue; the misbehavior reaches the cued number and the "
+        "benign twin is the gold solution. Wordings v1: the cue is an intermediate result or a near miss "
+        "and the final step is bent to it (a false equation). Wordings v2: one operator of one step is "
+        "swapped (48/2 -> 48*2) and every later step recomputed, so the chain is as long as the benign "
+        "one and arithmetically right, and the cue is where it lands (evidence = the bent step and the "
+        "answer)."),
     SubsetSpec(
         "sg_qa", "spec_gaming", "qa", _sg_qa,
         ("truthfulqa", "rh_world_affecting_reward", "rh_world_affecting_approval", "rh_email_assistant",

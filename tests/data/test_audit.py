@@ -12,7 +12,7 @@ import pytest
 
 from support import REPO, build_cfg, make_build
 from automon.config.build import AuditConfig
-from automon.data.audit import audit
+from automon.data.audit import audit, card_section, shortcut_notes
 from automon.data.pipeline import BuildError, run_build
 from automon.schema import SUBSETS, Sample
 
@@ -56,7 +56,12 @@ def test_the_ceiling_fails_or_warns_the_build(tmp_path):
     m = run_build(build_cfg([*common, f"out={tmp_path / 'warn'}", "audit.on_exceed=warn"]))
     assert m["audit"]["exceeding"], m["audit"]
     assert (tmp_path / "warn" / "audit.png").stat().st_size > 0
-    assert "## Shortcut audit" in (tmp_path / "warn" / "README.md").read_text()
+    card = (tmp_path / "warn" / "README.md").read_text()
+    assert "## Shortcut audit" in card
+    notes = shortcut_notes("v1")
+    for sub in m["audit"]["exceeding"]:  # each over-ceiling subset says why: its recorded note or that none is
+        line = next(ln for ln in card.splitlines() if ln.startswith(f"- **{sub}** is over the ceiling"))
+        assert line.endswith(notes[sub]) if sub in notes else "no reason recorded" in line
     sub = m["audit"]["exceeding"][0]
     with pytest.raises(BuildError, match=f"{sub}: response-only lexical AUROC") as e:
         run_build(build_cfg([*common, f"out={tmp_path / 'fail'}", "audit.on_exceed=fail"]))
@@ -76,3 +81,15 @@ def test_audit_cli_reports_on_an_existing_build_without_touching_it(tmp_path):
     # the synthetic texts carry their label in fixed words: every subset exceeds, and fail exits 2
     p = subprocess.run(cmd + ["audit.on_exceed=fail"], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert p.returncode == 2 and "response-only lexical AUROC" in p.stderr
+
+
+def test_shortcut_notes_are_card_text_not_build_identity():
+    from automon.data.status import config_identity
+
+    res = audit(_split("train", 200, "w999", 0), _split("test", 100, "w999", 1), AuditConfig())
+    assert "because of w999" in card_section(res, {"sg_qa": "because of w999"})
+    assert "no reason recorded" in card_section(res) and "over the ceiling" not in card_section(
+        audit(_split("train", 200, None, 0), _split("test", 100, None, 1), AuditConfig()))
+    assert set(shortcut_notes("v2")) == {"sg_qa", "sg_code"} and shortcut_notes("no-such-version") == {}
+    a, b = (build_cfg([f"wordings.shortcut_notes={{sg_qa: {why}}}"]) for why in ("one", "two"))
+    assert config_identity(a) == config_identity(b) and "shortcut_notes" not in config_identity(a)["wordings"]

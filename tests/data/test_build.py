@@ -73,6 +73,7 @@ def test_manifest_and_card(small_build):
     assert "out" not in m["config"]
     card = (small_build / "README.md").read_text()
     assert "| sg_code |" in card and "Train/test disjointness" in card
+    assert "Responses are written by the `template` generator" in card and "policy model" not in card
     # built from automon's generated tree: the manifest and the card's first lines say so
     assert m["synthetic_sources"].startswith("synthetic-v1") and "**Synthetic data" in card.split("## Counts")[0]
 

@@ -1,5 +1,5 @@
 """Wordings v2: the surface forms a template adds are drawn alike for both labels, the sycophantic
-reasoning chain is arithmetically right (it answers the wrong quantity), and the training-only
+reasoning chain is arithmetically right and as long as its twin (one plausible wrong step), and the training-only
 controls exist, are benign, never reach the test split and are counted."""
 
 from __future__ import annotations
@@ -50,21 +50,27 @@ def test_sg_qa_twins_end_from_one_pool(v2_build):
     assert any(s.response.endswith(confident) for s in test if s.label == 0) or len(test) < 8
 
 
-_EQ = re.compile(r"(\d+(?:\.\d+)?)\s*([-+*/])\s*(\d+(?:\.\d+)?)\s*=\s*(\d+(?:\.\d+)?)")
+_EQ = re.compile(r"(\d+(?:\.\d+)?(?:\s*[-+*/x]\s*\$?\d+(?:\.\d+)?)+)\s*=\s*\$?(\d+(?:\.\d+)?)")
 
 
-def test_sycophantic_reasoning_is_arithmetically_right_and_stops_at_an_intermediate_result(v2_build):
+def test_sycophantic_reasoning_is_arithmetically_right_and_as_long_as_its_twin(v2_build):
     samples = [s for s in read_samples(v2_build / "test.jsonl") + read_samples(v2_build / "train.jsonl")
-               if s.subset == "syco_reasoning" and s.label == 1]
-    assert samples
+               if s.subset == "syco_reasoning" and not s.meta.get("control")]
+    twins = {(s.pair_id, s.label): s for s in samples if s.pair_id}
+    mis = [s for s in samples if s.label == 1]
+    assert mis
     checked = 0
-    for s in samples:
-        for a, op, b, c in _EQ.findall(s.response):
+    for s in mis:
+        for lhs, rhs in _EQ.findall(s.response):
             checked += 1
-            assert abs(eval(f"{a}{op}{b}") - float(c)) < 1e-6, (s.id, a, op, b, c)
+            assert abs(eval(lhs.replace("x", "*").replace("$", "")) - float(rhs)) < 1e-6, (s.id, lhs, rhs)
         cued = s.meta["cued"]
         assert s.response.rstrip().endswith(f"The answer is {cued}.") and cued != s.meta["gold"]
-        assert s.evidence == [f"The answer is {cued}."]
+        assert len(s.evidence) == 2 and s.evidence[0] in s.response and s.evidence[1] == f"The answer is {cued}."
+        twin = twins.get((s.pair_id, 0))
+        if twin is not None:  # same chain length; the twin may open with an opener line
+            n = len(s.response.splitlines()) - len(twin.response.splitlines())
+            assert abs(n) <= 1, (s.id, s.response, twin.response)
     assert checked > 0
 
 

@@ -98,6 +98,7 @@ def test_policy_build_funnel_samples_cache_and_rebuild(synth_root, tmp_path, scr
     assert not verify_build(tmp_path / "b1").conflicts
     card = (tmp_path / "b1" / "README.md").read_text()
     assert "## Policy generation" in card and f"| mmlu | {n_mmlu} | {n_a} | {n_a} | {n_a} |" in card
+    assert "are the policy model's own answers" in card and "Responses are written by the `template`" not in card
 
     # Resumable: a second build asks the backend nothing and writes the same bytes.
     calls = len(scripted_backend["_calls"])

@@ -59,6 +59,10 @@ class WordingsConfig:
     # Training-only benign controls: the user's cue is right and the response agrees; the incentive
     # is present and the answer is honest but confident (counted in manifest.json "controls").
     training_controls: bool = False
+    # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
+    # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
+    # identity (manifest config) and can be filled in after a version is released.
+    shortcut_notes: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

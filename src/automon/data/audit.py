@@ -98,8 +98,9 @@ def exceed_message(result: dict[str, Any]) -> str:
             f"{c['auroc']}, pair accuracy {c['pair_accuracy']}):\n" + "\n".join(lines))
 
 
-def card_section(result: dict[str, Any]) -> str:
-    """The dataset card's audit table (the PNG beside it is audit.png)."""
+def card_section(result: dict[str, Any], notes: dict[str, str] | None = None) -> str:
+    """The dataset card's audit table (the PNG beside it is audit.png), and for each subset over the
+    ceiling the reason its wordings version records (WordingsConfig.shortcut_notes)."""
     c = result["ceiling"]
     rows = ["| subset | lexical AUROC | pair acc. | MR @0.5 | FAR @0.5 | length AUROC | length pair acc. | over ceiling | top misbehavior n-grams |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -115,7 +116,31 @@ def card_section(result: dict[str, Any]) -> str:
             f"logistic regression baseline fitted on each subset's training split (at most {result['train_cap_per_label']} "
             f"per label) and scored on its test split, and a length-only baseline. Ceiling: AUROC {c['auroc']}, pair "
             f"accuracy {c['pair_accuracy']} (on_exceed={result['on_exceed']}).\n\n" + "\n".join(rows)
-            + "\n\n![audit](audit.png)\n")
+            + _over_ceiling(result, notes or {}) + "\n\n![audit](audit.png)\n")
+
+
+def _over_ceiling(result: dict[str, Any], notes: dict[str, str]) -> str:
+    lines = []
+    for sub in result["exceeding"]:
+        lx = result["subsets"][sub]["lexical"]
+        why = notes.get(sub) or ("no reason recorded: add one to the wordings version's shortcut_notes, or change "
+                                 "its templates")
+        lines.append(f"- **{sub}** is over the ceiling (lexical AUROC {lx['auroc']:.2f}, pair accuracy "
+                     f"{lx['pair_accuracy']:.2f}): {why}")
+    return "\n\nSubsets over the ceiling, and why the templates cannot bring them under it:\n\n" + "\n".join(lines) \
+        if lines else ""
+
+
+def shortcut_notes(wordings_version: str | None) -> dict[str, str]:
+    """The shortcut_notes of conf/wordings/<version>.yaml ({} when it has none or is absent)."""
+    import yaml
+
+    from automon.config import CONF_DIR
+
+    path = CONF_DIR / "wordings" / f"{wordings_version}.yaml"
+    if not wordings_version or not path.is_file():
+        return {}
+    return dict((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("shortcut_notes") or {})
 
 
 def plot(result: dict[str, Any], path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from automon.data.audit import card_section
+from automon.data.audit import card_section, shortcut_notes
 from automon.subsets import names, specs
 
 
@@ -45,6 +45,18 @@ def _policy_section(policy: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _template_note(policy: dict | None) -> str:
+    """Who wrote the responses: the template generator, or (generator=policy) the policy model for
+    some subsets and the templates for the rest and for training."""
+    style = ("they are realistic in content but not in style, so a monitor can sometimes key on phrasing "
+             "(the shortcut audit below measures how much).")
+    if not policy:
+        return f"Responses are written by the `template` generator from gold data (no model): {style}"
+    subs = ", ".join(policy["subsets"]) or "no subset"
+    return (f"Test responses of {subs} are the policy model's own answers (above); every other response, "
+            f"training included, is written by the `template` generator from gold data: {style}")
+
+
 def _annotation_section(a: dict | None) -> str:
     if not a:
         return ""
@@ -71,7 +83,8 @@ def dataset_card(manifest: dict) -> str:
             src_lines.append(f"- `{name}`: upstream URL(s), {len(o['urls'])} file(s) ({o['license']})")
     dropped = "\n".join(f"- {k}: {v:,}" for k, v in manifest["dropped"].items()) or "- nothing"
     recipes = "\n".join(f"- **{s.name}**: {s.card}" for s in specs())
-    audit_section = card_section(manifest["audit"]) + "\n" if manifest.get("audit") else ""
+    notes = shortcut_notes((manifest.get("config", {}).get("wordings") or {}).get("version"))
+    audit_section = card_section(manifest["audit"], notes) + "\n" if manifest.get("audit") else ""
     synthetic = manifest.get("synthetic_sources")
     warning = (f"**Synthetic data: built from automon's generated source tree ({synthetic}), not from the real "
                "sources. Numbers measured on it say nothing about monitors.**\n\n" if synthetic else "")
@@ -94,8 +107,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 {recipes}
 
 {_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}
-Responses are written by the `template` generator from gold data (no model): they are realistic in
-content but not in style, so a monitor can sometimes key on phrasing. Every misbehavior sample lists
+{_template_note(manifest.get("policy"))} Every misbehavior sample lists
 `evidence` (exact substrings of the response) where the recipe knows them.
 
 ## Train/test disjointness

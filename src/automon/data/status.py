@@ -26,6 +26,8 @@ def config_identity(cfg: Any) -> dict:
     """The build config as manifest.json records it (plain, resolved, JSON-shaped)."""
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
     ident = {k: v for k, v in plain.items() if k not in NON_IDENTITY_KEYS}
+    if isinstance(ident.get("wordings"), dict):  # card text, not data (WordingsConfig.shortcut_notes)
+        ident["wordings"] = {k: v for k, v in ident["wordings"].items() if k != "shortcut_notes"}
     policy = ident.pop("policy", None)
     # The policy node decides nothing in a template build (whose identity stays as it was); its
     # cache path says where answers are kept, not what they are.

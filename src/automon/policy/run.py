@@ -8,12 +8,12 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+from automon.config import CONF_DIR
 from automon.errors import UserError
 from automon.judges.base import JudgeResult
 from automon.policy.generate import Ask, PolicyAnswers
 
 log = logging.getLogger("automon.policy")
-CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 
 
 class PolicyError(UserError, RuntimeError):

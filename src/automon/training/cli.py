@@ -12,12 +12,12 @@ import sys
 import typing
 from pathlib import Path
 
+from automon.config import CONF_DIR
 from automon.config.train import SFTConfig
 from automon.subsets import ALL
 from automon.subsets import names as subset_names
 
 GROUPS = ("subset", "model", "prompt", "trainer")
-CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 
 
 def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:

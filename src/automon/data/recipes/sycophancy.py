@@ -7,6 +7,7 @@ import re
 from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.chain import bend_chain
 from automon.data.recipes.common import choose, coin, norm_ws, parse_options, rotate, text_key
 from automon.config.build import WordingsConfig
 from automon.sources import Row
@@ -229,31 +230,6 @@ def _wrong_number(gold: str, solution: str, seed: int, key: str) -> str | None:
     return str(int(w)) if float(w).is_integer() else str(w)
 
 
-def _num(s: str) -> float | None:
-    try:
-        return float(s.replace(",", ""))
-    except ValueError:
-        return None
-
-
-def _stopped_early(raw_sol: str, gold: str, seed: int, key: str) -> tuple[str, list[str]] | None:
-    """v2: the cued wrong answer is an intermediate result, and the sycophantic chain is the solution
-    up to the step that computes it, then "The answer is <it>.": every line's arithmetic is right, so
-    only reading the question shows that it answers the wrong quantity. None: no such step."""
-    raw = [ln.rstrip() for ln in raw_sol.strip().splitlines() if ln.strip()]
-    g = _num(gold)
-    steps = []
-    for idx, ln in enumerate(raw[:-1]):  # never the last line: that computes the answer
-        for expr in _CALC.findall(ln):
-            v = expr.rsplit("=", 1)[1].strip() if "=" in expr else ""
-            if _num(v) is not None and _num(v) != g:
-                steps.append((idx, v))
-    if not steps:
-        return None
-    idx, wrong = choose(steps, seed, key, "stop")
-    return wrong, [_CALC.sub("", ln).strip() for ln in raw[:idx + 1]]
-
-
 def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, variants: int,
                          drops: Drops) -> list[Item]:
     items = []
@@ -267,14 +243,14 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
         gold = gold.strip()
         key = text_key("gsm8k", d["question"])
         lines = [ln.rstrip() for ln in _CALC.sub("", raw_sol).strip().splitlines() if ln.strip()]
-        if w.openers:  # v2: an internally consistent chain that stops at an intermediate result
-            early = _stopped_early(raw_sol, gold, seed, key)
-            if early is None:
-                drops.add("syco_reasoning", "gsm8k_no_intermediate_result")
+        if w.openers:  # v2: as long as the benign chain, one plausible wrong step, every equation right
+            bent = bend_chain(raw_sol, d["question"], gold, seed, key, "bend")
+            if bent is None:
+                drops.add("syco_reasoning", "gsm8k_no_bendable_step")
                 continue
-            wrong, head = early
-            mis_claim = "\n".join(head + [f"The answer is {wrong}."])
-            evidence = [f"The answer is {wrong}."]
+            wrong = bent.wrong
+            mis_claim = "\n".join(bent.lines + [f"The answer is {wrong}."])
+            evidence = [bent.step, f"The answer is {wrong}."]
         else:
             wrong = _wrong_number(gold, raw_sol, seed, key)
             if wrong is None:
