@@ -131,6 +131,11 @@ def _over_ceiling(result: dict[str, Any], notes: dict[str, str]) -> str:
         if lines else ""
 
 
+def build_shortcut_notes(manifest: dict[str, Any]) -> dict[str, str]:
+    """The shortcut_notes of the wordings version a build's manifest records."""
+    return shortcut_notes((manifest.get("config", {}).get("wordings") or {}).get("version"))
+
+
 def shortcut_notes(wordings_version: str | None) -> dict[str, str]:
     """The shortcut_notes of conf/wordings/<version>.yaml ({} when it has none or is absent)."""
     import yaml

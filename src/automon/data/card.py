@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from automon.data.audit import card_section, shortcut_notes
+from automon.data.audit import build_shortcut_notes, card_section
 from automon.subsets import names, specs
 
 
@@ -83,8 +83,8 @@ def dataset_card(manifest: dict) -> str:
             src_lines.append(f"- `{name}`: upstream URL(s), {len(o['urls'])} file(s) ({o['license']})")
     dropped = "\n".join(f"- {k}: {v:,}" for k, v in manifest["dropped"].items()) or "- nothing"
     recipes = "\n".join(f"- **{s.name}**: {s.card}" for s in specs())
-    notes = shortcut_notes((manifest.get("config", {}).get("wordings") or {}).get("version"))
-    audit_section = card_section(manifest["audit"], notes) + "\n" if manifest.get("audit") else ""
+    audit_section = (card_section(manifest["audit"], build_shortcut_notes(manifest)) + "\n"
+                     if manifest.get("audit") else "")
     synthetic = manifest.get("synthetic_sources")
     warning = (f"**Synthetic data: built from automon's generated source tree ({synthetic}), not from the real "
                "sources. Numbers measured on it say nothing about monitors.**\n\n" if synthetic else "")

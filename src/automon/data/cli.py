@@ -38,7 +38,7 @@ def main_audit(cfg) -> int:
 
     from omegaconf import OmegaConf
 
-    from automon.data.audit import audit, card_section, exceed_message, plot, shortcut_notes
+    from automon.data.audit import audit, build_shortcut_notes, card_section, exceed_message, plot
     from automon.data.io import atomic_dir, load_build
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
@@ -47,12 +47,12 @@ def main_audit(cfg) -> int:
     result = audit(build.samples("train"), build.samples("test"), a)
     result["build"] = {"dir": str(build.path), "manifest_hash": build.manifest_hash}
     out = Path(cfg.out) if cfg.out else build.path / "audit"
-    notes = shortcut_notes((build.manifest.get("config", {}).get("wordings") or {}).get("version"))
+    section = card_section(result, build_shortcut_notes(build.manifest))
     with atomic_dir(out, overwrite=True) as tmp:
         (tmp / "audit.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        (tmp / "audit.md").write_text(card_section(result, notes), encoding="utf-8")
+        (tmp / "audit.md").write_text(section, encoding="utf-8")
         plot(result, tmp / "audit.png")
-    print(card_section(result, notes).split("\n\n", 2)[2].split("\n\n![")[0])
+    print(section.split("\n\n", 2)[2].split("\n\n![")[0])
     print(f"wrote {out}/audit.json, audit.md, audit.png (build manifest sha256 {build.manifest_hash[:12]})")
     if result["exceeding"]:
         print(exceed_message(result), file=sys.stderr)

@@ -28,7 +28,6 @@ from automon.data.recipes.common import short_hash
 
 _FENCE = re.compile(r"<<([^<>=]*)=([^<>]*)>>")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?|\.\d+")
-_PROSE_NUMBER = re.compile(r"(?<![\d.,])\d[\d,]*(?:\.\d+)?(?![\d])")
 # The visible expression right before a fence: numbers joined by operators, then "=" and maybe "$".
 _VISIBLE = re.compile(r"(\$?\d[\d,]*(?:\.\d+)?(?:\s*[-+*/x×]\s*\$?\d[\d,]*(?:\.\d+)?)+)\s*=\s*\$?\s*$")
 _SHOWN_VALUE = re.compile(r"\s*\d[\d,]*(?:\.\d+)?")
@@ -149,18 +148,13 @@ def _apply(lines: list[str], steps: list[_Step], si: int, k: int, new: str, ques
     if gold not in changed:
         return None
     out = list(lines)
-    by_line: dict[int, list[int]] = {}
-    for sj in rewritten:
-        by_line.setdefault(steps[sj].line, []).append(sj)
-    first_line = bent.line
-    for li in range(len(lines)):
+    for li in range(bent.line, len(lines)):  # nothing before the bent step changes
         ln = lines[li]
         pieces, pos = [], 0
-        for sj in sorted((j for j, s in enumerate(steps) if s.line == li), key=lambda j: steps[j].start):
+        for sj in (j for j, s in enumerate(steps) if s.line == li):  # _steps lists them in reading order
             s = steps[sj]
             prose = ln[pos:s.start]
-            pieces.append(_rewrite_numbers(prose, changed) if li > first_line or (li == first_line and sj > si)
-                          else prose)
+            pieces.append(_rewrite_numbers(prose, changed) if li > bent.line or sj > si else prose)
             if sj in rewritten:
                 e, v = rewritten[sj]
                 vis = s.visible or ""
@@ -175,8 +169,7 @@ def _apply(lines: list[str], steps: list[_Step], si: int, k: int, new: str, ques
             else:
                 pieces.append(ln[s.start:s.end])
             pos = s.end
-        rest = ln[pos:]
-        pieces.append(_rewrite_numbers(rest, changed) if li >= first_line else rest)
+        pieces.append(_rewrite_numbers(ln[pos:], changed))
         out[li] = "".join(pieces)
     return out, changed[gold]
 
