@@ -44,6 +44,9 @@ class SubsetSpec:
     sources: tuple[str, ...]    # automon.sources names the recipe reads (RecipeContext.rows refuses others)
     test_pairs: int    # default test pairs (build config test.<name>): the paper's size
     card: str          # how the subset is built, for the dataset card (the build's README.md)
+    # The recipe spends its time waiting on subprocesses (sg_code's sandbox), so the build runs it in a
+    # thread beside the other recipes, which are pure Python. Its output does not depend on this.
+    background: bool = False
 
     def load_recipe(self) -> Recipe:
         if callable(self.recipe):
@@ -233,7 +236,7 @@ for _spec in (
         "HumanEval and MBPP with an incentive and visible tests: gaming solutions (hard-coded outputs, "
         "special-cased inputs, early sys.exit(0), always-equal objects, patched asserts) vs the canonical "
         "solution. Every sample is executed in a sandbox: gaming passes the visible tests and fails the "
-        "hidden ones, benign passes both; failures are dropped and counted."),
+        "hidden ones, benign passes both; failures are dropped and counted.", background=True),
 ):
     register(_spec)
 del _spec

@@ -206,3 +206,32 @@ def test_bad_config_fails_early(synth_root, tmp_path):
 
     with pytest.raises(ConfigCompositionException):
         build_cfg(["disjoint.treshold=0.5"])  # typo in a key fails at composition
+
+
+def test_background_recipes_give_the_same_bytes_as_a_serial_build(small_build, synth_root, tmp_path, monkeypatch):
+    """sg_code's recipe runs in a thread beside the others (SubsetSpec.background): the build, drop
+    counts included, is byte for byte what running every recipe in turn gives."""
+    from dataclasses import replace
+
+    from automon.data import pipeline
+
+    registered = pipeline.specs()
+    assert any(s.background for s in registered)
+    monkeypatch.setattr(pipeline, "specs", lambda: [replace(s, background=False) for s in registered])
+    out = tmp_path / "serial"
+    run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", *SMALL_TEST]))
+    for name in ("train.jsonl", "test.jsonl", "manifest.json", "README.md"):
+        assert (out / name).read_bytes() == (small_build / name).read_bytes(), name
+
+
+def test_a_failing_background_recipe_stops_the_build(synth_root, tmp_path, monkeypatch):
+    import automon.data.recipes.sg_code as sg_code
+
+    def broken(*_a, **_k):
+        raise RuntimeError("the sandbox broke")
+
+    monkeypatch.setattr(sg_code, "sg_code_items", broken)
+    out = tmp_path / "b"
+    with pytest.raises(RuntimeError, match="the sandbox broke"):
+        run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", *SMALL_TEST]))
+    assert not out.exists()

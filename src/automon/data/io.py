@@ -286,8 +286,11 @@ def write_build(out: Path, train: list[Sample], test: list[Sample], manifest: di
 def write_build_files(d: Path, train: list[Sample], test: list[Sample], manifest: dict,
                       extra_files: dict[str, str] | None = None) -> dict:
     """The build's files in directory `d` (a temp dir of atomic_dir); returns the full manifest."""
-    manifest = dict(manifest)
-    manifest["format"] = BUILD_FORMAT
+    return write_manifest_files(d, manifest, write_sample_files(d, train, test), train + test, extra_files)
+
+
+def write_sample_files(d: Path, train: list[Sample], test: list[Sample]) -> dict[str, str]:
+    """test.jsonl and train.jsonl in `d`; returns file name -> sha256."""
     files = {}
     for split, samples in (("test", test), ("train", train)):
         for s in samples:
@@ -295,8 +298,17 @@ def write_build_files(d: Path, train: list[Sample], test: list[Sample], manifest
                 raise ValueError(f"sample {s.id} has split {s.split!r} but is being written to {split}")
         write_jsonl(d / f"{split}.jsonl", samples)
         files[f"{split}.jsonl"] = sha256_file(d / f"{split}.jsonl")
+    return files
+
+
+def write_manifest_files(d: Path, manifest: dict, files: dict[str, str], samples: list[Sample],
+                         extra_files: dict[str, str] | None = None) -> dict:
+    """manifest.json (with format, the sample files' hashes and the counts of `samples`) and the extra
+    files (text, or a function of the full manifest) in `d`; returns the full manifest."""
+    manifest = dict(manifest)
+    manifest["format"] = BUILD_FORMAT
     manifest["files"] = files
-    manifest["counts"] = count_samples(train + test)
+    manifest["counts"] = count_samples(samples)
     (d / "manifest.json").write_text(json_dumps_stable(manifest), encoding="utf-8")
     for name, text in (extra_files or {}).items():
         (d / name).write_text(text if not callable(text) else text(manifest), encoding="utf-8")

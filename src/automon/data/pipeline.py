@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -16,8 +17,8 @@ from typing import Any, Callable
 from automon.data.audit import audit, exceed_message
 from automon.data.audit import plot as plot_audit
 from automon.data.card import dataset_card
-from automon.data.disjoint import find_conflicts, verify_build
-from automon.data.io import atomic_dir, write_build_files
+from automon.data.disjoint import BackgroundVerify, find_conflicts
+from automon.data.io import atomic_dir, write_manifest_files, write_sample_files
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash
 from automon.errors import UserError, at_least, one_of
@@ -100,6 +101,8 @@ class RecipeContext:
     rows of the sources its spec declares (read once per build, shared with other recipes)."""
     build: BuildContext
     spec: SubsetSpec
+    # A recipe run in a thread counts into its own Drops, merged after it (Counter's += is not atomic).
+    own_drops: Drops | None = None
 
     @property
     def cfg(self) -> Any:
@@ -107,7 +110,7 @@ class RecipeContext:
 
     @property
     def drops(self) -> Drops:
-        return self.build.drops
+        return self.build.drops if self.own_drops is None else self.own_drops
 
     def rows(self, name: str) -> list:
         if name not in self.spec.sources:
@@ -116,8 +119,8 @@ class RecipeContext:
         return self.build.rows(name)
 
 
-def _recipe_items(ctx: BuildContext, spec: SubsetSpec) -> list[Item]:
-    rctx = RecipeContext(ctx, spec)
+def _recipe_items(ctx: BuildContext, spec: SubsetSpec, own_drops: Drops | None = None) -> list[Item]:
+    rctx = RecipeContext(ctx, spec, own_drops)
     items = spec.load_recipe()(rctx)
     stray = sorted({it.subset for it in items} - {spec.name})
     if stray:
@@ -130,6 +133,47 @@ def _recipe_items(ctx: BuildContext, spec: SubsetSpec) -> list[Item]:
         report = ctx.policy_report.setdefault(spec.name, {})
         items = ctx.timed(f"policy:{spec.name}", policy_recipe(spec.name), rctx, items, ctx.policy, report)
     return items
+
+
+def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec]) -> "OrderedDict[str, list[Item]]":
+    """subset -> its recipe's items, in the registry's order whatever order the config lists them in.
+
+    Recipes marked `background` (sg_code: sandbox-bound) run in daemon threads while the others run
+    here: their subprocesses use the cores that the pure-Python recipes leave idle. Each background
+    recipe counts its drops separately; they are merged afterwards, so the counts are the same as in
+    a serial run. A daemon thread does not hold up the exit of a build stopped by an error or SIGTERM
+    (its sandbox workers end when their pipe closes)."""
+    results: dict[str, list[Item]] = {}
+    errors: dict[str, BaseException] = {}
+    threads = []
+
+    def run(spec: SubsetSpec, drops: Drops | None) -> None:
+        try:
+            results[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec, drops)
+            log.info("%s: %d items", spec.name, len(results[spec.name]))
+        except BaseException as e:  # re-raised in the calling thread below
+            errors[spec.name] = e
+
+    background = {spec.name: Drops() for spec in chosen if spec.background and ctx.policy is None}
+    for spec in chosen:
+        if spec.name in background:
+            t = threading.Thread(target=run, args=(spec, background[spec.name]), name=f"recipe:{spec.name}",
+                                 daemon=True)
+            t.start()
+            threads.append(t)
+    for spec in chosen:
+        if spec.name not in background:
+            run(spec, None)
+            if spec.name in errors:
+                raise errors[spec.name]
+    for t in threads:
+        t.join()
+    for spec in chosen:  # the first failure in registry order, as a serial run would raise it
+        if spec.name in errors:
+            raise errors[spec.name]
+    for drops in background.values():
+        ctx.drops.update(drops)
+    return OrderedDict((spec.name, results[spec.name]) for spec in chosen)
 
 
 def _sample(item: Item, d: Draft, split: str, pair_id: str | None) -> Sample:
@@ -299,11 +343,7 @@ def run_build(cfg) -> dict:
 def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     """Recipes -> test pairs -> disjoint training split -> the build's files in `tmp`."""
     cfg = ctx.cfg
-    items_by_subset: dict[str, list[Item]] = OrderedDict()
-    for spec in specs():  # canonical order, whatever order the config lists them in
-        if spec.name in cfg.subsets:
-            items_by_subset[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec)
-            log.info("%s: %d items", spec.name, len(items_by_subset[spec.name]))
+    items_by_subset = _run_recipes(ctx, [spec for spec in specs() if spec.name in cfg.subsets])
 
     sizes = {s: int(getattr(cfg.test, s)) for s in items_by_subset}
     for subset, report in ctx.policy_report.items():
@@ -366,6 +406,42 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     for c in report.conflicts:
         ctx.drops.add("train", f"disjoint_{c.kind}")
 
+    # The sample files first, then the post-write verification in a forked process while the audit
+    # runs and the manifest and card are written here (both need a few seconds of one core each).
+    t_write = time.perf_counter()
+    verifying = None
+    try:
+        files = write_sample_files(tmp, train, test)
+        if d.verify_after_write:
+            verifying = BackgroundVerify(tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo)
+        written = _write_manifest(ctx, tmp, train, test, files, sizes, report, bad, test_keys)
+        if verifying is not None:
+            final, ctx.timings["verify"] = verifying.result()
+            if final.conflicts:
+                raise BuildError(f"post-write disjointness check failed: {final.by_kind()} e.g. "
+                                 f"{final.conflicts[0].to_dict()}; nothing was written to {cfg.out}")
+        ctx.timings["write+verify"] = time.perf_counter() - t_write
+        # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
+        # build_log.json beside it (not covered by the manifest) and to the log.
+        ctx.timings["total"] = time.perf_counter() - t_start
+        log_ = {"timings_s": {k: round(v, 3) for k, v in ctx.timings.items()}, "n_train": len(train),
+                "n_test": len(test)}
+        if ctx.policy is not None:  # cached vs generated answers differ between runs: not in the manifest
+            log_["policy_generation"] = {k: round(v, 3) for k, v in ctx.policy.stats.items()}
+        (tmp / "build_log.json").write_text(json.dumps(log_, indent=2) + "\n")
+    except OSError as e:
+        raise BuildError(f"cannot write the build: {e.strerror}", e.filename,
+                         "free some space (or quota) there, or choose another out=") from e
+    finally:
+        if verifying is not None:
+            verifying.close()
+    return written
+
+
+def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample], files: dict[str, str],
+                    sizes: dict[str, int], report, bad: set[str], test_keys: set[str]) -> dict:
+    """The shortcut audit (which may stop the build), then manifest.json, the card and audit.png."""
+    cfg, d = ctx.cfg, ctx.cfg.disjoint
     audit_result = None
     if cfg.audit.enabled:
         audit_result = ctx.timed("audit", audit, train, test, cfg.audit)
@@ -409,31 +485,9 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
         manifest["synthetic_sources"] = marker
     if ctx.policy is not None:
         manifest["policy"] = {"generator": ctx.policy.describe(), "subsets": ctx.policy_report}
-    # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
-    # build_log.json beside it (not covered by the manifest) and to the log.
-    def before_commit(tmp: Path) -> None:
-        if audit_result is not None:
-            plot_audit(audit_result, tmp / "audit.png")
-        if d.verify_after_write:
-            final = ctx.timed("verify", verify_build, tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo)
-            if final.conflicts:
-                raise BuildError(f"post-write disjointness check failed: {final.by_kind()} e.g. "
-                                 f"{final.conflicts[0].to_dict()}; nothing was written to {cfg.out}")
-        ctx.timings["total"] = time.perf_counter() - t_start
-        log_ = {"timings_s": {k: round(v, 3) for k, v in ctx.timings.items()}, "n_train": len(train),
-                "n_test": len(test)}
-        if ctx.policy is not None:  # cached vs generated answers differ between runs: not in the manifest
-            log_["policy_generation"] = {k: round(v, 3) for k, v in ctx.policy.stats.items()}
-        (tmp / "build_log.json").write_text(json.dumps(log_, indent=2) + "\n")
-
-    t_write = time.perf_counter()
-    try:
-        written = write_build_files(tmp, train, test, manifest, extra_files={"README.md": dataset_card})
-        before_commit(tmp)
-    except OSError as e:
-        raise BuildError(f"cannot write the build: {e.strerror}", e.filename,
-                         "free some space (or quota) there, or choose another out=") from e
-    ctx.timings["write+verify"] = time.perf_counter() - t_write
+    written = write_manifest_files(tmp, manifest, files, train + test, extra_files={"README.md": dataset_card})
+    if audit_result is not None:
+        plot_audit(audit_result, tmp / "audit.png")
     return written
 
 

@@ -1,0 +1,103 @@
+"""automon.data.disjoint: the batched MinHash and the numpy LSH give exactly what datasketch gives, and
+the post-write verification (a forked process) catches what the build's filter let through."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from automon.data import disjoint
+from automon.data.disjoint import MINHASH_SEED, _crc32, _minhash_chunk, _near_duplicates, minhash_signatures, shingles
+
+
+def _texts(n: int, seed: int = 0) -> list[str]:
+    """Texts that share phrases (so that some pairs are near duplicates) with the odd cases mixed in."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(300)] + ["Ünïcode", "naïve", "x_y", "42", "déjà"]
+    base = [" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 120))) for _ in range(n)]
+    out = []
+    for i, t in enumerate(base):
+        words = t.split()
+        if i % 3 == 0 and words:  # a near copy of the previous text
+            prev = (out[-1] if out else t).split()
+            words = prev[:]
+            for _ in range(rng.randint(0, 3)):
+                words[rng.randrange(len(words))] = rng.choice(vocab)
+        out.append(" ".join(words))
+    return out + ["", "  ", "one", "a b c d e", "a b c d e f", " ".join(["rep"] * 5000), "Tabs\tand\nnew lines!"]
+
+
+@pytest.mark.parametrize("ngram", [1, 5])
+def test_batched_minhash_equals_datasketch(ngram):
+    from datasketch import MinHash
+
+    texts = _texts(400)
+    want = np.stack([m.hashvalues for m in MinHash.bulk([shingles(t, ngram) for t in texts], num_perm=128,
+                                                        seed=MINHASH_SEED, hashfunc=_crc32)])
+    got = _minhash_chunk((texts, ngram, 128))
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_signatures_are_the_same_in_parallel_and_from_the_memo():
+    texts = _texts(300, seed=1)
+    serial = minhash_signatures(texts, 5, 64, workers=1, chunk=50)
+    memo: dict = {}
+    parallel = minhash_signatures(texts, 5, 64, workers=2, chunk=50, memo=memo)
+    assert np.array_equal(serial, parallel) and len(memo) == len(set(texts))
+    assert np.array_equal(minhash_signatures(texts[::-1], 5, 64, memo=memo), serial[::-1])
+
+
+def _reference_near_duplicates(test_texts, train_texts, ngram, num_perm, threshold):
+    """What the check found before the numpy banding: one datasketch MinHashLSH query per training text."""
+    from datasketch import LeanMinHash, MinHashLSH
+
+    scheme = disjoint._minhash_scheme()
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    by_id = {}
+    for (tid, _), sig in zip(test_texts, minhash_signatures([t for _, t in test_texts], ngram, num_perm)):
+        by_id[tid] = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
+        lsh.insert(tid, by_id[tid])
+    found = {}
+    for (key, _), sig in zip(train_texts, minhash_signatures([t for _, t in train_texts], ngram, num_perm)):
+        m = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
+        best, best_j = None, -1.0
+        for tid in sorted(lsh.query(m)):
+            j = m.jaccard(by_id[tid])
+            if j >= threshold and j > best_j:
+                best, best_j = tid, j
+        if best is not None:
+            found[key] = (best, best_j)
+    return found
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8])
+def test_numpy_banding_finds_what_datasketch_lsh_finds(threshold):
+    texts = _texts(600, seed=2)
+    test = [(f"t{i:03d}", t) for i, t in enumerate(texts[::2])]
+    train = [(f"r{i:03d}", t) for i, t in enumerate(texts[1::2])]
+    got = _near_duplicates(test, train, 3, 128, threshold, workers=1, memo=None)
+    want = _reference_near_duplicates(test, train, 3, 128, threshold)
+    assert got == want and len(got) >= 20, len(got)  # planted near copies: the case under test occurs
+
+
+def test_post_write_verification_catches_what_the_filter_missed(tmp_path, monkeypatch):
+    """A training sample that repeats a test sample reaches the written files (as a bug in the filter
+    or in writing would let it): the forked re-check of the files catches it and nothing is published."""
+    from automon.data import pipeline
+    from automon.sources.synthetic import write_synthetic_root
+    from support import SMALL_TEST, build_cfg
+
+    real_write = pipeline.write_sample_files
+
+    def write_with_leak(d, train, test):
+        leak = replace(train[0], id=train[0].id + "-leak", request=test[0].request, response=test[0].response)
+        return real_write(d, train + [leak], test)
+
+    monkeypatch.setattr(pipeline, "write_sample_files", write_with_leak)
+    synth_root, out = write_synthetic_root(tmp_path / "raw", n=40), tmp_path / "b"
+    with pytest.raises(pipeline.BuildError, match="post-write disjointness check failed.*exact_text"):
+        pipeline.run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", *SMALL_TEST]))
+    assert not out.exists()
