@@ -44,8 +44,8 @@ class SubsetSpec:
     sources: tuple[str, ...]    # automon.sources names the recipe reads (RecipeContext.rows refuses others)
     test_pairs: int    # default test pairs (build config test.<name>): the paper's size
     card: str          # how the subset is built, for the dataset card (the build's README.md)
-    # The recipe spends its time waiting on subprocesses (sg_code's sandbox), so the build runs it in a
-    # thread beside the other recipes, which are pure Python. Its output does not depend on this.
+    # The build runs this recipe in a forked process beside the others (sg_code: its planning and its
+    # sandbox would otherwise wait for the other recipes or share the GIL with them). Same output.
     background: bool = False
 
     def load_recipe(self) -> Recipe:

@@ -209,8 +209,8 @@ def test_bad_config_fails_early(synth_root, tmp_path):
 
 
 def test_background_recipes_give_the_same_bytes_as_a_serial_build(small_build, synth_root, tmp_path, monkeypatch):
-    """sg_code's recipe runs in a thread beside the others (SubsetSpec.background): the build, drop
-    counts included, is byte for byte what running every recipe in turn gives."""
+    """sg_code's recipe runs in a forked process beside the others (SubsetSpec.background): the build,
+    drop counts included, is byte for byte what running every recipe in turn gives."""
     from dataclasses import replace
 
     from automon.data import pipeline

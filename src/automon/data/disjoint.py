@@ -8,10 +8,7 @@ build's in-memory state, so a bug in the filter cannot hide behind itself.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import re
-import time
-import traceback
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -288,52 +285,3 @@ def verify_build(path: str | Path, ngram: int = 5, num_perm: int = 128, threshol
     return find_conflicts(read_samples(p / "train.jsonl"), read_samples(p / "test.jsonl"), ngram, num_perm,
                           threshold, workers, memo)
 
-
-class BackgroundVerify:
-    """`verify_build` in a forked process, started as soon as the sample files are written, so that it
-    runs while the build does its audit and writes its card; `result()` waits for it.
-
-    The child inherits `memo` (the filter's MinHash signatures, copy-on-write) and re-reads the files
-    itself, so it shares no state with the filter but the signatures, a pure function of each text.
-    `close()` ends it if it is still running (the build failed or was stopped meanwhile).
-    """
-
-    def __init__(self, path: str | Path, ngram: int, num_perm: int, threshold: float, workers: int,
-                 memo: dict | None):
-        ctx = multiprocessing.get_context("fork")
-        self._conn, child_end = ctx.Pipe(duplex=False)
-        # Not a daemon: a daemonic process cannot start the MinHash pool for texts missing from memo.
-        self._proc = ctx.Process(target=_verify_child, name="automon-verify",
-                                 args=(child_end, str(path), ngram, num_perm, threshold, workers, memo))
-        self._proc.start()
-        child_end.close()
-
-    def result(self) -> tuple[ConflictReport, float]:
-        """(the report, the child's seconds); raises RuntimeError if the child failed or died."""
-        try:
-            status, value, secs = self._conn.recv()
-        except EOFError:
-            self._proc.join()
-            raise RuntimeError(f"the post-write verification process died (exit code {self._proc.exitcode})") from None
-        self._proc.join()
-        if status != "ok":
-            raise RuntimeError(f"the post-write verification failed:\n{value}")
-        return value, secs
-
-    def close(self) -> None:
-        if self._proc.is_alive():
-            self._proc.terminate()
-        self._proc.join()
-        self._conn.close()
-
-
-def _verify_child(conn, path: str, ngram: int, num_perm: int, threshold: float, workers: int,
-                  memo: dict | None) -> None:
-    t0 = time.perf_counter()
-    try:
-        report = verify_build(path, ngram, num_perm, threshold, workers, memo)
-        conn.send(("ok", report, time.perf_counter() - t0))
-    except BaseException:  # the parent raises it with this traceback
-        conn.send(("error", traceback.format_exc(), time.perf_counter() - t0))
-    finally:
-        conn.close()

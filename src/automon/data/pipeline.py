@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -17,7 +16,8 @@ from typing import Any, Callable
 from automon.data.audit import audit, exceed_message
 from automon.data.audit import plot as plot_audit
 from automon.data.card import dataset_card
-from automon.data.disjoint import BackgroundVerify, find_conflicts
+from automon.data.disjoint import find_conflicts, verify_build
+from automon.data.forked import Forked
 from automon.data.io import atomic_dir, write_manifest_files, write_sample_files
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash
@@ -138,42 +138,30 @@ def _recipe_items(ctx: BuildContext, spec: SubsetSpec, own_drops: Drops | None =
 def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec]) -> "OrderedDict[str, list[Item]]":
     """subset -> its recipe's items, in the registry's order whatever order the config lists them in.
 
-    Recipes marked `background` (sg_code: sandbox-bound) run in daemon threads while the others run
-    here: their subprocesses use the cores that the pure-Python recipes leave idle. Each background
-    recipe counts its drops separately; they are merged afterwards, so the counts are the same as in
-    a serial run. A daemon thread does not hold up the exit of a build stopped by an error or SIGTERM
-    (its sandbox workers end when their pipe closes)."""
+    Recipes marked `background` (sg_code: Python planning, then a sandbox) run in forked processes
+    while the others run here, so they share neither the GIL nor a core's idle time. Each counts its
+    drops apart and sends them back with its items, so the build is the same as a serial one."""
+    background = [spec for spec in chosen if spec.background and ctx.policy is None]
+    forks = {spec.name: Forked(_recipe_in_child, ctx, spec, name=f"recipe:{spec.name}") for spec in background}
     results: dict[str, list[Item]] = {}
-    errors: dict[str, BaseException] = {}
-    threads = []
-
-    def run(spec: SubsetSpec, drops: Drops | None) -> None:
-        try:
-            results[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec, drops)
-            log.info("%s: %d items", spec.name, len(results[spec.name]))
-        except BaseException as e:  # re-raised in the calling thread below
-            errors[spec.name] = e
-
-    background = {spec.name: Drops() for spec in chosen if spec.background and ctx.policy is None}
-    for spec in chosen:
-        if spec.name in background:
-            t = threading.Thread(target=run, args=(spec, background[spec.name]), name=f"recipe:{spec.name}",
-                                 daemon=True)
-            t.start()
-            threads.append(t)
-    for spec in chosen:
-        if spec.name not in background:
-            run(spec, None)
-            if spec.name in errors:
-                raise errors[spec.name]
-    for t in threads:
-        t.join()
-    for spec in chosen:  # the first failure in registry order, as a serial run would raise it
-        if spec.name in errors:
-            raise errors[spec.name]
-    for drops in background.values():
-        ctx.drops.update(drops)
+    try:
+        for spec in chosen:
+            if spec.name not in forks:
+                results[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec)
+                log.info("%s: %d items", spec.name, len(results[spec.name]))
+        for name, fork in forks.items():
+            (results[name], drops), ctx.timings[f"recipe:{name}"] = fork.result()
+            ctx.drops.update(drops)
+            log.info("%s: %d items", name, len(results[name]))
+    finally:
+        for fork in forks.values():
+            fork.close()
     return OrderedDict((spec.name, results[spec.name]) for spec in chosen)
+
+
+def _recipe_in_child(ctx: BuildContext, spec: SubsetSpec) -> tuple[list[Item], Drops]:
+    drops = Drops()
+    return _recipe_items(ctx, spec, drops), drops
 
 
 def _sample(item: Item, d: Draft, split: str, pair_id: str | None) -> Sample:
@@ -413,7 +401,10 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     try:
         files = write_sample_files(tmp, train, test)
         if d.verify_after_write:
-            verifying = BackgroundVerify(tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo)
+            # The child inherits memo (the filter's MinHash signatures, a pure function of each text)
+            # and re-reads the files itself: it shares nothing else with the filter.
+            verifying = Forked(verify_build, tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo,
+                               name="post-write verification")
         written = _write_manifest(ctx, tmp, train, test, files, sizes, report, bad, test_keys)
         if verifying is not None:
             final, ctx.timings["verify"] = verifying.result()
