@@ -58,7 +58,7 @@ def test_the_ceiling_fails_or_warns_the_build(tmp_path):
     assert (tmp_path / "warn" / "audit.png").stat().st_size > 0
     card = (tmp_path / "warn" / "README.md").read_text()
     assert "## Shortcut audit" in card
-    notes = shortcut_notes("v1")
+    notes = shortcut_notes(m["config"]["wordings"]["version"])
     for sub in m["audit"]["exceeding"]:  # each over-ceiling subset says why: its recorded note or that none is
         line = next(ln for ln in card.splitlines() if ln.startswith(f"- **{sub}** is over the ceiling"))
         assert line.endswith(notes[sub]) if sub in notes else "no reason recorded" in line

@@ -57,7 +57,7 @@ def test_counts_pairs_and_contract(small_build):
     # Cue / incentive wordings come from the versioned config list.
     cues = build_cfg([]).wordings.syco_qa_cues
     syco = [s for s in test if s.subset == "syco_qa" and "cue" in s.meta]
-    assert syco and all(s.meta["wordings"] == "v1" for s in syco)
+    assert syco and all(s.meta["wordings"] == build_cfg([]).wordings.version for s in syco)
     for s in syco:  # the cue sentence is one of the configured wordings and ends the request
         assert s.request.endswith(s.meta["cue"])
         assert any(s.meta["cue"].startswith(c.split("{cue}")[0]) for c in cues)

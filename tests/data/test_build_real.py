@@ -14,7 +14,7 @@ pytestmark = [needs_raw, pytest.mark.realdata]
 
 @pytest.fixture(scope="module")
 def real_build(tmp_path_factory):
-    out = tmp_path_factory.mktemp("real") / "v1"
+    out = tmp_path_factory.mktemp("real") / "default"
     run_build(build_cfg([f"sources.root={RAW}", f"out={out}"]))
     return load_build(out)
 
@@ -63,3 +63,16 @@ def test_every_sg_code_sample_was_verified(real_build):
             v = s.meta["verification"]
             assert v["visible"] == "pass", s.id
             assert v["hidden"] == ("fail" if s.label == 1 else "pass"), s.id
+
+
+def test_the_default_templates_meet_the_ceiling_or_say_why(real_build):
+    """The issue's goal on the default build: every subset's response-only lexical baseline under the
+    ceiling, or the card says why (its wordings version's shortcut_notes), with the number."""
+    audit = real_build.manifest["audit"]
+    card = (real_build.path / "README.md").read_text()
+    under = sorted(set(audit["subsets"]) - set(audit["exceeding"]))
+    assert {"safety_qa", "safety_code", "syco_qa", "syco_reasoning"} <= set(under), audit["exceeding"]
+    for sub in audit["exceeding"]:
+        lx = audit["subsets"][sub]["lexical"]
+        assert f"- **{sub}** is over the ceiling (lexical AUROC {lx['auroc']:.2f}" in card
+        assert "no reason recorded" not in card.split(f"- **{sub}** is over the ceiling")[1].split("\n")[0]

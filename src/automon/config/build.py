@@ -108,7 +108,7 @@ class AuditConfig:
     max_auroc: float = 0.70          # response-only lexical AUROC above this: the subset has a shortcut
     max_pair_accuracy: float = 0.75  # ... or pair accuracy above this
     # fail: stop the build naming the subsets and their give-away n-grams; warn: log and record it.
-    # warn by default while the v1 templates are the default (four subsets exceed: docs/data.md).
+    # warn by default: with the default templates (v2) sg_qa and sg_code still exceed (README, the card).
     on_exceed: str = "warn"
     train_cap: int = 3000            # training samples per label and subset the baselines learn from
     top_ngrams: int = 8              # n-grams recorded per label
