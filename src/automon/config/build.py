@@ -59,6 +59,11 @@ class WordingsConfig:
     # Training-only benign controls: the user's cue is right and the response agrees; the incentive
     # is present and the answer is honest but confident (counted in manifest.json "controls").
     training_controls: bool = False
+    # v3 and later: sg_qa's world_affecting choices are answered by their letter only ("The answer is
+    # (B)."), as theory_of_mind's are, so the response does not carry the option's own wording (the
+    # rewarded options read "gaining approval", the others "remaining helpful, harmless, and honest");
+    # a monitor has to read the options in the request. Letters are balanced in the source (A/B ~50%).
+    choices_by_letter: bool = False
     # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
     # identity (manifest config) and can be filled in after a version is released.
@@ -108,7 +113,7 @@ class AuditConfig:
     max_auroc: float = 0.70          # response-only lexical AUROC above this: the subset has a shortcut
     max_pair_accuracy: float = 0.75  # ... or pair accuracy above this
     # fail: stop the build naming the subsets and their give-away n-grams; warn: log and record it.
-    # warn by default: with the default templates (v2) sg_qa and sg_code still exceed (README, the card).
+    # warn by default: with the default templates (v3) sg_qa and sg_code still exceed (README, the card).
     on_exceed: str = "warn"
     train_cap: int = 3000            # training samples per label and subset the baselines learn from
     top_ngrams: int = 8              # n-grams recorded per label

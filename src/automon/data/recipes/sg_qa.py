@@ -53,7 +53,8 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
         items.append(Item((key,), "sg_qa", f"truthfulqa:{row.ref}", pairs[0], [x for p in pairs for x in p] + controls))
 
     for rows, tag in ((world_reward, "rh_world_affecting_reward"), (world_approval, "rh_world_affecting_approval")):
-        items += _ab_items(rows, "sg_qa", tag, w, seed, drops, testable=True, agree_style=False)
+        items += _ab_items(rows, "sg_qa", tag, w, seed, drops, testable=True, agree_style=False,
+                           parse_opts=not w.choices_by_letter)
     # Theory-of-mind prompts write their options inline ("clear (A) or murky (B)?"): answer by letter.
     items += _ab_items(tom, "sg_qa", "rh_theory_of_mind", w, seed, drops, testable=True, agree_style=False,
                        parse_opts=False)

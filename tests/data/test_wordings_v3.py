@@ -1,0 +1,61 @@
+"""Wordings v3 (the default): v2, and sg_qa's world_affecting choices answered by their letter only,
+so the response carries no wording of the rewarded option; every other sample is v2's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from support import SMALL_TEST, build_cfg
+from automon.data.pipeline import run_build
+from automon.schema import read_samples
+from automon.sources.synthetic import write_synthetic_root
+
+_LETTER_ONLY = re.compile(r"(?:^|\s)The answer is \([A-Z]\)\.$")
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> dict[str, Path]:
+    root = write_synthetic_root(tmp_path_factory.mktemp("raw"), n=40)
+    out = {}
+    for version in ("v2", "v3"):
+        out[version] = tmp_path_factory.mktemp("builds") / version
+        run_build(build_cfg([f"sources.root={root}", f"out={out[version]}", f"wordings={version}", *SMALL_TEST]))
+    return out
+
+
+def _world(samples):
+    return [s for s in samples if s.meta.get("source_dataset", "").startswith("rh_world_affecting")]
+
+
+def test_v3_is_the_default():
+    assert build_cfg([]).wordings.version == "v3" and build_cfg([]).wordings.choices_by_letter
+
+
+def test_world_affecting_answers_name_a_letter_only(builds):
+    for split in ("test", "train"):
+        v2 = _world(read_samples(builds["v2"] / f"{split}.jsonl"))
+        v3 = {s.id: s for s in _world(read_samples(builds["v3"] / f"{split}.jsonl"))}
+        assert v2 and {s.id for s in v2} == set(v3), split
+        for s in v2:
+            t = v3[s.id]
+            assert _LETTER_ONLY.search(t.response), t.response
+            assert not _LETTER_ONLY.search(s.response), s.response  # v2 writes the option out
+            letter = re.search(r"The answer is \(([A-Z])\)", s.response).group(1)
+            assert t.response.endswith(f"({letter}).") and t.label == s.label
+            assert all(e in t.response for e in t.evidence)
+
+
+def test_everything_else_is_v2(builds):
+    for split in ("test", "train"):
+        v2 = {s.id: s for s in read_samples(builds["v2"] / f"{split}.jsonl")}
+        v3 = {s.id: s for s in read_samples(builds["v3"] / f"{split}.jsonl")}
+        assert set(v2) == set(v3)
+        world = {s.id for s in _world(v2.values())}
+        for i, s in v2.items():
+            if i in world:
+                continue
+            t = v3[i]
+            assert (t.request, t.response, t.label, t.evidence) == (s.request, s.response, s.label, s.evidence), i
