@@ -101,3 +101,27 @@ def test_post_write_verification_catches_what_the_filter_missed(tmp_path, monkey
     with pytest.raises(pipeline.BuildError, match="post-write disjointness check failed.*exact_text"):
         pipeline.run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", *SMALL_TEST]))
     assert not out.exists()
+
+
+def test_the_warm_up_fills_the_memo_and_stops_when_told(tmp_path):
+    """While sg_code runs, the build computes the other subsets' signatures (_warm_minhash): every text
+    and request the check will need, chunk by chunk, stopping as soon as the recipe is done."""
+    from automon.data.pipeline import _warm_minhash
+    from automon.data.recipes.base import Draft, Item
+    from support import build_cfg
+
+    d = build_cfg([]).disjoint
+    texts = _texts(60, seed=3)
+    items = {"syco_qa": [Item((f"k{i}",), "syco_qa", f"s:{i}", (Draft(f"q{i} " + t, "yes " + t, 1), Draft(f"q{i} " + t, "no", 0)),
+                              [Draft(f"q{i} " + t, "maybe " + t, 1)]) for i, t in enumerate(texts)]}
+    memo: dict = {}
+    _warm_minhash(items, d, memo, finished=lambda: False, chunk=25)
+    drafts = [dr for its in items.values() for it in its for dr in (*it.test_pair, *it.train)]
+    wanted = {disjoint.sample_text(dr) for dr in drafts} | {dr.request for dr in drafts}
+    assert len(memo) == len(wanted)
+    assert np.array_equal(minhash_signatures(sorted(wanted), d.ngram, d.num_perm, memo=memo),
+                          minhash_signatures(sorted(wanted), d.ngram, d.num_perm))
+    calls = iter([False, True])
+    memo = {}
+    _warm_minhash(items, d, memo, finished=lambda: next(calls), chunk=25)
+    assert len(memo) == 25  # one chunk, then it stopped

@@ -28,6 +28,10 @@ class Forked:
         self._proc.start()
         child_end.close()
 
+    def done(self) -> bool:
+        """Whether the child has sent its result (or died): result() would not wait."""
+        return self._conn.poll() or not self._proc.is_alive()
+
     def result(self) -> tuple[Any, float]:
         try:
             ok, value, secs = self._conn.recv()

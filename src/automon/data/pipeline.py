@@ -16,7 +16,7 @@ from typing import Any, Callable
 from automon.data.audit import audit, exceed_message
 from automon.data.audit import plot as plot_audit
 from automon.data.card import dataset_card
-from automon.data.disjoint import find_conflicts, verify_build
+from automon.data.disjoint import find_conflicts, minhash_signatures, sample_text, verify_build
 from automon.data.forked import Forked
 from automon.data.io import atomic_dir, write_manifest_files, write_sample_files
 from automon.data.recipes.base import Draft, Drops, Item
@@ -135,12 +135,16 @@ def _recipe_items(ctx: BuildContext, spec: SubsetSpec, own_drops: Drops | None =
     return items
 
 
-def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec]) -> "OrderedDict[str, list[Item]]":
+def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec],
+                 while_waiting: Callable[[dict[str, list[Item]], Callable[[], bool]], None] | None = None
+                 ) -> "OrderedDict[str, list[Item]]":
     """subset -> its recipe's items, in the registry's order whatever order the config lists them in.
 
     Recipes marked `background` (sg_code: Python planning, then a sandbox) run in forked processes
     while the others run here, so they share neither the GIL nor a core's idle time. Each counts its
-    drops apart and sends them back with its items, so the build is the same as a serial one."""
+    drops apart and sends them back with its items, so the build is the same as a serial one.
+    `while_waiting(items so far, finished)` runs once the others are done and a background recipe is
+    not: work that may start early, which should stop when `finished()` turns true."""
     background = [spec for spec in chosen if spec.background and ctx.policy is None]
     forks = {spec.name: Forked(_recipe_in_child, ctx, spec, name=f"recipe:{spec.name}") for spec in background}
     results: dict[str, list[Item]] = {}
@@ -149,6 +153,8 @@ def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec]) -> "OrderedDict[st
             if spec.name not in forks:
                 results[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec)
                 log.info("%s: %d items", spec.name, len(results[spec.name]))
+        if while_waiting is not None and forks and not all(f.done() for f in forks.values()):
+            while_waiting(dict(results), lambda: all(f.done() for f in forks.values()))
         for name, fork in forks.items():
             (results[name], drops), ctx.timings[f"recipe:{name}"] = fork.result()
             ctx.drops.update(drops)
@@ -157,6 +163,26 @@ def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec]) -> "OrderedDict[st
         for fork in forks.values():
             fork.close()
     return OrderedDict((spec.name, results[spec.name]) for spec in chosen)
+
+
+def _warm_minhash(items: dict[str, list[Item]], d, memo: dict, finished: Callable[[], bool],
+                  chunk: int = 1000) -> None:
+    """While sg_code's recipe still runs, compute the MinHash signatures the disjointness check will
+    need for the other subsets' samples (request + response, and each request alone) in this process,
+    a chunk at a time, until the recipe is done; the check then computes only what is left. The
+    signatures depend on the text alone, so this changes no result, only when the work is done."""
+    texts: dict[str, None] = {}
+    requests: dict[str, None] = {}
+    for its in items.values():
+        for it in its:
+            for dr in (*(it.test_pair or ()), *it.train):
+                texts[sample_text(dr)] = None
+                requests[dr.request] = None
+    todo = list(texts) + list(requests)
+    for i in range(0, len(todo), chunk):
+        if finished():
+            return
+        minhash_signatures(todo[i:i + chunk], d.ngram, d.num_perm, workers=1, memo=memo)
 
 
 def _recipe_in_child(ctx: BuildContext, spec: SubsetSpec) -> tuple[list[Item], Drops]:
@@ -331,7 +357,13 @@ def run_build(cfg) -> dict:
 def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     """Recipes -> test pairs -> disjoint training split -> the build's files in `tmp`."""
     cfg = ctx.cfg
-    items_by_subset = _run_recipes(ctx, [spec for spec in specs() if spec.name in cfg.subsets])
+    d = cfg.disjoint
+    memo: dict = {}  # MinHash signatures by text, shared by the filter, the post-write check and the warm-up
+
+    def warm_up(items: dict[str, list[Item]], finished: Callable[[], bool]) -> None:
+        ctx.timed("disjoint warm-up", _warm_minhash, items, d, memo, finished)
+
+    items_by_subset = _run_recipes(ctx, [spec for spec in specs() if spec.name in cfg.subsets], warm_up)
 
     sizes = {s: int(getattr(cfg.test, s)) for s in items_by_subset}
     for subset, report in ctx.policy_report.items():
@@ -379,8 +411,6 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
             raise BuildError(f"two samples have the id {s.id}: {other.split} {other.source} and {s.split} {s.source}",
                              None, "a recipe gives two samples the same variant; report it with these sources")
 
-    d = cfg.disjoint
-    memo: dict = {}
     report = ctx.timed("disjoint", find_conflicts, train, test, d.ngram, d.num_perm, d.threshold, d.workers, memo)
     if report.conflicts and d.on_conflict == "fail":
         for c in report.conflicts[:20]:

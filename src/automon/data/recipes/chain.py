@@ -22,6 +22,7 @@ import operator
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Iterator, Optional
 
 from automon.data.recipes.common import short_hash
@@ -40,6 +41,9 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 SWAPS = {"+": ("-", "*"), "-": ("+",), "*": ("+", "/"), "/": ("*", "-")}
 
 
+# Both are pure functions of a string and called again and again on the same ones while bends are
+# tried (each candidate re-evaluates the chain); cached, syco_reasoning's recipe takes half the time.
+@lru_cache(maxsize=1 << 16)
 def _frac(text: str) -> Fraction:
     return Fraction(text.replace(",", ""))
 
@@ -47,6 +51,7 @@ def _frac(text: str) -> Fraction:
 _PLAIN = str.maketrans({",": None, "$": None, "x": "*", "×": "*"})
 
 
+@lru_cache(maxsize=1 << 16)
 def _evaluate(expr: str) -> Optional[Fraction]:
     """Exact value of + - * / arithmetic over decimal literals; None for anything else."""
     def walk(node: ast.AST) -> Fraction:
