@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -101,7 +103,7 @@ class RecipeContext:
     rows of the sources its spec declares (read once per build, shared with other recipes)."""
     build: BuildContext
     spec: SubsetSpec
-    # A recipe run in a thread counts into its own Drops, merged after it (Counter's += is not atomic).
+    # A background recipe (a forked process) counts into its own Drops, sent back with its items.
     own_drops: Drops | None = None
 
     @property
@@ -154,7 +156,7 @@ def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec],
                 results[spec.name] = ctx.timed(f"recipe:{spec.name}", _recipe_items, ctx, spec)
                 log.info("%s: %d items", spec.name, len(results[spec.name]))
         if while_waiting is not None and forks and not all(f.done() for f in forks.values()):
-            while_waiting(dict(results), lambda: all(f.done() for f in forks.values()))
+            _at_lowest_priority(while_waiting, dict(results), lambda: all(f.done() for f in forks.values()))
         for name, fork in forks.items():
             (results[name], drops), ctx.timings[f"recipe:{name}"] = fork.result()
             ctx.drops.update(drops)
@@ -163,6 +165,29 @@ def _run_recipes(ctx: BuildContext, chosen: list[SubsetSpec],
         for fork in forks.values():
             fork.close()
     return OrderedDict((spec.name, results[spec.name]) for spec in chosen)
+
+
+def _at_lowest_priority(fn: Callable[..., None], *args: Any) -> None:
+    """fn(*args) in a thread at nice 19 (Linux applies nice per thread), waited for: work that should
+    use only the cycles the background recipes leave idle, never slow them down. Where the priority
+    cannot be set, it runs at the caller's."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (OSError, AttributeError):
+            pass
+        try:
+            fn(*args)
+        except BaseException as e:  # re-raised in the caller
+            errors.append(e)
+
+    t = threading.Thread(target=run, name="lowest-priority", daemon=True)
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
 
 
 def _warm_minhash(items: dict[str, list[Item]], d, memo: dict, finished: Callable[[], bool],
