@@ -4,6 +4,7 @@ Usage:
     python bench/bench_build.py                          # real data (../shared/data/raw), scales 1 and 4
     python bench/bench_build.py --scales 1 --repeats 3   # median of 3 full builds
     python bench/bench_build.py --synthetic              # the synthetic source tree (no real data needed)
+    python bench/bench_build.py --scales 1 --set wordings=v1   # build config overrides, as on the command line
 
 `scale=k` clones every training item k times under distinct keys and ids after the recipes ran,
 so every stage after them (split, materialise, disjointness, writing, post-write verification)
@@ -44,6 +45,8 @@ def main() -> None:
     ap.add_argument("--scales", default="1,4")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--synthetic", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a build config override (repeatable), e.g. wordings=v1")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "build.json"))
     args = ap.parse_args()
 
@@ -63,7 +66,7 @@ def main() -> None:
             for r in range(args.repeats):
                 out = Path(tmp) / f"b{scale}_{r}"
                 t0 = time.perf_counter()
-                manifest = run_build(build_cfg([f"sources.root={root}", f"out={out}", f"scale={scale}", *extra]))
+                manifest = run_build(build_cfg([f"sources.root={root}", f"out={out}", f"scale={scale}", *extra, *args.set]))
                 wall = time.perf_counter() - t0
                 log = json.loads((out / "build_log.json").read_text())
                 runs.append({"wall_s": wall, "stages_s": log["timings_s"], "n_train": log["n_train"],
@@ -72,6 +75,7 @@ def main() -> None:
             med = statistics.median(r["wall_s"] for r in runs)
             stages = {k: statistics.median(r["stages_s"].get(k, 0.0) for r in runs) for k in runs[0]["stages_s"]}
             results.append({"scale": scale, "median_wall_s": round(med, 2), "repeats": args.repeats,
+                            "walls_s": [round(r["wall_s"], 2) for r in runs], "overrides": args.set,
                             "n_train": runs[0]["n_train"], "n_test": runs[0]["n_test"],
                             "median_stages_s": {k: round(v, 2) for k, v in stages.items()}})
             print(f"\nscale {scale}x: {runs[0]['n_train']:,} train / {runs[0]['n_test']:,} test samples, "
