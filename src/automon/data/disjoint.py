@@ -84,13 +84,8 @@ def _minhash_chunk(args: tuple[list[str], int, int]) -> np.ndarray:
     a, b = proto.permutations
     hv: list[int] = []
     ends = np.empty(len(texts), dtype=np.int64)  # end of each text's shingles in hv
-    crc = zlib.crc32
     for i, t in enumerate(texts):
-        words = _WORD.findall(t.lower())[:MAX_WORDS]
-        if len(words) <= n:
-            hv.append(crc(" ".join(words).encode("utf-8")))
-        else:
-            hv.extend(crc(" ".join(g).encode("utf-8")) for g in zip(*(words[k:] for k in range(n))))
+        hv.extend(map(zlib.crc32, shingles(t, n)))  # _crc32, without a Python call per shingle
         ends[i] = len(hv)
     mixed = _fmix(np.array(hv, dtype=np.uint32), 32)
     # permutations x shingles, in blocks of whole texts that stay in cache (about 4,000 shingles x 128
@@ -284,4 +279,3 @@ def verify_build(path: str | Path, ngram: int = 5, num_perm: int = 128, threshol
     p = Path(path)
     return find_conflicts(read_samples(p / "train.jsonl"), read_samples(p / "test.jsonl"), ngram, num_perm,
                           threshold, workers, memo)
-
