@@ -1,5 +1,6 @@
-"""automon.data.disjoint: the batched MinHash and the numpy LSH give exactly what datasketch gives, and
-the post-write verification (a forked process) catches what the build's filter let through."""
+"""automon.data.disjoint: the batched MinHash and the numpy LSH give exactly what datasketch gives, the
+near-duplicate check finds exactly the pairs an all-pairs exact jaccard finds, and the post-write
+verification (a forked process) catches what the build's filter let through."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from automon.data import disjoint
-from automon.data.disjoint import MINHASH_SEED, _crc32, _minhash_chunk, _near_duplicates, minhash_signatures, shingles
+from automon.data.disjoint import (MINHASH_SEED, _crc32, _lsh_bands, _minhash_chunk, _near_duplicates, jaccard,
+                                   minhash_signatures, shingles)
 
 
 def _texts(n: int, seed: int = 0) -> list[str]:
@@ -50,22 +52,30 @@ def test_signatures_are_the_same_in_parallel_and_from_the_memo():
     assert np.array_equal(minhash_signatures(texts[::-1], 5, 64, memo=memo), serial[::-1])
 
 
-def _reference_near_duplicates(test_texts, train_texts, ngram, num_perm, threshold):
-    """What the check found before the numpy banding: one datasketch MinHashLSH query per training text."""
+def _datasketch_near_duplicates(test_texts, train_texts, ngram, num_perm, threshold, bands=None):
+    """One datasketch MinHashLSH query per training text; candidates confirmed by the exact jaccard, or
+    (bands=None) datasketch's own bands for the threshold confirmed by MinHash's estimate, as disjoint-v2
+    did."""
     from datasketch import LeanMinHash, MinHashLSH
 
     scheme = disjoint._minhash_scheme()
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    by_id = {}
+    if bands is None:
+        lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    else:
+        lsh = MinHashLSH(num_perm=num_perm, params=(len(bands), bands[0][1] - bands[0][0]))
+    by_id, text = {}, dict(test_texts)
     for (tid, _), sig in zip(test_texts, minhash_signatures([t for _, t in test_texts], ngram, num_perm)):
         by_id[tid] = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
         lsh.insert(tid, by_id[tid])
     found = {}
-    for (key, _), sig in zip(train_texts, minhash_signatures([t for _, t in train_texts], ngram, num_perm)):
+    for (key, train_text), sig in zip(train_texts, minhash_signatures([t for _, t in train_texts], ngram, num_perm)):
         m = LeanMinHash(seed=MINHASH_SEED, hashvalues=sig, scheme=scheme)
         best, best_j = None, -1.0
         for tid in sorted(lsh.query(m)):
-            j = m.jaccard(by_id[tid])
+            if bands is None:
+                j = m.jaccard(by_id[tid])
+            else:
+                j = jaccard(frozenset(shingles(train_text, ngram)), frozenset(shingles(text[tid], ngram)))
             if j >= threshold and j > best_j:
                 best, best_j = tid, j
         if best is not None:
@@ -73,14 +83,54 @@ def _reference_near_duplicates(test_texts, train_texts, ngram, num_perm, thresho
     return found
 
 
+def _exact_near_duplicates(test_texts, train_texts, ngram, threshold):
+    """Every pair, exact jaccard: what the check should find."""
+    test_sets = [(tid, frozenset(shingles(t, ngram))) for tid, t in sorted(test_texts)]
+    found = {}
+    for key, t in train_texts:
+        mine = frozenset(shingles(t, ngram))
+        best, best_j = None, -1.0
+        for tid, theirs in test_sets:
+            j = jaccard(mine, theirs)
+            if j >= threshold and j > best_j:
+                best, best_j = tid, j
+        if best is not None:
+            found[key] = (best, best_j)
+    return found
+
+
+def _split(seed: int):
+    texts = _texts(600, seed=seed)
+    return [(f"t{i:03d}", t) for i, t in enumerate(texts[::2])], [(f"r{i:03d}", t) for i, t in enumerate(texts[1::2])]
+
+
 @pytest.mark.parametrize("threshold", [0.5, 0.8])
 def test_numpy_banding_finds_what_datasketch_lsh_finds(threshold):
-    texts = _texts(600, seed=2)
-    test = [(f"t{i:03d}", t) for i, t in enumerate(texts[::2])]
-    train = [(f"r{i:03d}", t) for i, t in enumerate(texts[1::2])]
+    test, train = _split(2)
     got = _near_duplicates(test, train, 3, 128, threshold, workers=1, memo=None)
-    want = _reference_near_duplicates(test, train, 3, 128, threshold)
+    want = _datasketch_near_duplicates(test, train, 3, 128, threshold, bands=_lsh_bands(threshold, 128))
     assert got == want and len(got) >= 20, len(got)  # planted near copies: the case under test occurs
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8])
+def test_the_check_finds_every_pair_at_the_threshold(threshold):
+    """Against all pairs, exactly: nothing at or above the threshold is missed, nothing under it is
+    counted. datasketch's own bands and MinHash's estimate (disjoint-v2) get some of it wrong."""
+    test, train = _split(3)
+    exact = _exact_near_duplicates(test, train, 3, threshold)
+    assert _near_duplicates(test, train, 3, 128, threshold, workers=1, memo=None) == exact and len(exact) >= 20
+    assert _datasketch_near_duplicates(test, train, 3, 128, threshold) != exact
+
+
+def test_lsh_bands_keep_misses_rare():
+    for threshold in (0.5, 0.8, 0.9):
+        bands = _lsh_bands(threshold, 128)
+        b, r = len(bands), bands[0][1] - bands[0][0]
+        assert b * r <= 128 and bands[-1][1] == b * r
+        assert (1 - threshold ** r) ** b <= disjoint.MAX_MISS < (1 - threshold ** (r + 1)) ** (128 // (r + 1))
+    assert [len(_lsh_bands(0.8, 128)), _lsh_bands(0.8, 128)[0][1]] == [25, 5]
+    with pytest.raises(ValueError, match="num_perm"):
+        _lsh_bands(0.05, 8)
 
 
 def test_post_write_verification_catches_what_the_filter_missed(tmp_path, monkeypatch):

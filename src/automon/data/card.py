@@ -114,9 +114,10 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 
 A source item (question, problem, conversation, function) lands in one split across all subsets.
 Training samples are checked against the test set by shared source-item key (`meta.item_keys`),
-identical normalised text or request, and MinHash/LSH near-duplicates of the request + response and of
-the request alone (word {dj['params']['ngram']}-grams, {dj['params']['num_perm']} permutations, Jaccard >=
-{dj['params']['threshold']}, datasketch).
+identical normalised text or request, and near-duplicates of the request + response and of the request
+alone: word {dj['params']['ngram']}-gram Jaccard >= {dj['params']['threshold']}, computed exactly for the
+candidates of a MinHash LSH ({dj['params']['num_perm']} permutations, bands {dj['params'].get('lsh_bands', 'as datasketch chooses')}) that misses a pair at the threshold with probability
+<= {dj['params'].get('lsh_max_miss_at_threshold', 'unknown')} ({dj['params']['version']}).
 Found and dropped: {dj['conflicts_found'] or 'none'}. The written files were re-checked from disk.
 
 {audit_section}## Dropped during the build
