@@ -68,6 +68,17 @@ def _annotation_section(a: dict | None) -> str:
             f"confirmed were kept, {a['test_pairs_dropped']:,} dropped.\n\n")
 
 
+def _near_duplicate_method(p: dict) -> str:
+    """How the build's disjointness check found near-duplicates, from its manifest params (a card can be
+    rendered again for an older build, e.g. by annotate)."""
+    if "confirm" not in p:  # before disjoint-v3: datasketch's bands, MinHash's estimate of the jaccard
+        return (f"MinHash/LSH near-duplicates, word {p['ngram']}-grams, {p['num_perm']} permutations, "
+                f"estimated Jaccard >= {p['threshold']} (datasketch; {p['version']})")
+    return (f"word {p['ngram']}-gram Jaccard >= {p['threshold']}, computed exactly for the\ncandidates of a "
+            f"MinHash LSH ({p['num_perm']} permutations, bands {p['lsh_bands']}) that misses a pair at the "
+            f"threshold with probability\n<= {p['lsh_max_miss_at_threshold']} ({p['version']})")
+
+
 def dataset_card(manifest: dict) -> str:
     c = manifest["counts"]
     n_test = sum(v for sub in c.get("test", {}).values() for v in sub.values())
@@ -115,9 +126,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 A source item (question, problem, conversation, function) lands in one split across all subsets.
 Training samples are checked against the test set by shared source-item key (`meta.item_keys`),
 identical normalised text or request, and near-duplicates of the request + response and of the request
-alone: word {dj['params']['ngram']}-gram Jaccard >= {dj['params']['threshold']}, computed exactly for the
-candidates of a MinHash LSH ({dj['params']['num_perm']} permutations, bands {dj['params'].get('lsh_bands', 'as datasketch chooses')}) that misses a pair at the threshold with probability
-<= {dj['params'].get('lsh_max_miss_at_threshold', 'unknown')} ({dj['params']['version']}).
+alone: {_near_duplicate_method(dj['params'])}.
 Found and dropped: {dj['conflicts_found'] or 'none'}. The written files were re-checked from disk.
 
 {audit_section}## Dropped during the build
