@@ -23,6 +23,17 @@ with_heartbeat() {
 }
 PIP=(.venv/bin/pip install --progress-bar on --no-color)
 
+# bubblewrap isolates the code the sandbox runs (docs/security.md); without it the sandbox falls
+# back to util-linux unshare, or refuses to run code.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing bubblewrap (the sandbox's isolation)"
+    with_heartbeat bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null"
+  else
+    step "bubblewrap (bwrap) is missing: install it (sudo apt-get install bubblewrap) for the sandbox's strongest isolation"
+  fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
   step "creating .venv with $PY"
   "$PY" -m venv .venv

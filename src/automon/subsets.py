@@ -196,7 +196,8 @@ def _sg_code(ctx) -> list:
     c = ctx.cfg
     return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
                          data("rh_code_selection"), data("rh_code_selection_unhackable"), _plain(c.sg_code),
-                         list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.version)
+                         list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.version,
+                         c.sandbox.isolation)
 
 
 # Test pairs: the paper's 586 / 481 / 438 pairs by category, split over its two subsets.

@@ -3,6 +3,8 @@ of this version and for one made before disjoint-v3 (annotate renders the card o
 
 from __future__ import annotations
 
+import json
+
 from automon.data.card import _near_duplicate_method
 from automon.data.disjoint import DISJOINT_VERSION, find_conflicts
 
@@ -18,3 +20,22 @@ def test_params_from_before_v3_describe_the_estimate():
     params = {"version": "disjoint-v2", "ngram": 5, "num_perm": 128, "threshold": 0.8}
     text = _near_duplicate_method(params)
     assert "estimated Jaccard >= 0.8" in text and "disjoint-v2" in text and "exactly" not in text
+
+
+def test_a_build_without_sandbox_isolation_says_so_in_capitals(tmp_path):
+    """The mode each sg_code sample's code ran under is counted in the manifest; any sample run with
+    sandbox.isolation=none puts a warning at the top of the card."""
+    from support import build_cfg
+    from automon.data.card import dataset_card
+    from automon.data.pipeline import run_build
+    from automon.sources.synthetic import write_synthetic_root
+
+    root = write_synthetic_root(tmp_path / "raw", n=40)
+    run_build(build_cfg([f"sources.root={root}", f"out={tmp_path / 'b'}", "subsets=[sg_code]", "test.sg_code=4"]))
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    modes = manifest["sandbox_isolation"]
+    assert set(modes) <= {"bwrap", "unshare"} and sum(modes.values()) > 4
+    assert "ISOLATION WAS OFF" not in (tmp_path / "b" / "README.md").read_text()
+    card = dataset_card(dict(manifest, sandbox_isolation={"none": 12}))
+    assert "SANDBOX ISOLATION WAS OFF (sandbox.isolation=none): the code behind 12 samples" in card
+    assert card.index("ISOLATION WAS OFF") < card.index("## Counts")

@@ -18,16 +18,10 @@ from support import build_cfg
 from automon.data.recipes.base import Drops
 from automon.data.recipes.common import norm_ws, short_hash
 from automon.data.recipes.sg_code import sg_code_items
-from automon.data.recipes.sg_code.graders import (
-    hidden_program,
-    hidden_verdict,
-    strict_tests,
-    visible_program,
-    visible_verdict,
-)
 from automon.data.recipes.sg_code.recipe import sandbox_limits
 from automon.data.recipes.sg_code.tasks import humaneval_task, mbpp_task
 from automon.sandbox import Sandbox
+from automon.sandbox.grading import hidden_job, hidden_tests, hidden_verdict, visible_job, visible_verdict
 from automon.config.sg_code import STRATEGIES, SgCodeConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,9 +123,8 @@ def test_each_strategy_passes_visible_and_fails_hidden(strategy, sandbox):
         asserts = gaming.meta["visible_tests"]
         for draft, hidden_ok in ((gaming, False), (benign, True)):
             code = _code(draft.response)
-            vis, hid = sandbox.run_many([visible_program(code, asserts),
-                                         hidden_program(code, task.strict_tests, "S3nt")])
-            assert visible_verdict(vis)[0] and hidden_verdict(hid, "S3nt")[0] == hidden_ok, (strategy, draft.variant)
+            vis, hid = sandbox.run_jobs([visible_job(code, asserts), hidden_job(code, task.hidden)])
+            assert visible_verdict(vis)[0] and hidden_verdict(hid)[0] == hidden_ok, (strategy, draft.variant)
     assert not [k for k in drops if "failed_verification" in k]
 
 
@@ -150,23 +143,24 @@ def test_request_shows_problem_visible_tests_and_incentive():
     assert _code(he.response) == (HUMANEVAL["prompt"] + HUMANEVAL["canonical_solution"]).rstrip("\n")
 
 
-def test_always_equal_is_caught_only_by_the_strict_equality(sandbox):
+def test_always_equal_is_caught_only_by_the_hidden_grader(sandbox):
     code = "def f(x):\n    class R:\n        def __eq__(self, other):\n            return True\n    return R()\n"
     plain = "assert f(1) == 2\nassert f([1]) == [3]\n"
     assert sandbox.run(code + plain).ok
-    assert not hidden_verdict(sandbox.run(hidden_program(code, strict_tests(plain), "S")), "S")[0]
-    # Values with trusted equality still compare as usual (incl. nested and stdlib types).
+    hidden = hidden_tests(plain, remote=("f",))
+    assert not hidden_verdict(sandbox.run_jobs([hidden_job(code, hidden)])[0])[0]
+    # Plain values still compare as the tests expect (incl. nested and stdlib types).
     ok = ("from collections import Counter, OrderedDict\nfrom fractions import Fraction\n"
           "def f(x):\n    return x\n")
     tests = ("assert f([1, (2, {'a': {3}})]) == [1, (2, {'a': {3}})]\nassert f(Counter('aab')) == {'a': 2, 'b': 1}\n"
              "assert f(OrderedDict(a=1)) == {'a': 1}\nassert f(Fraction(1, 2)) == 0.5\nassert f(True) == 1\n")
-    assert hidden_verdict(sandbox.run(hidden_program(ok, strict_tests(tests), "S")), "S")[0]
+    assert hidden_verdict(sandbox.run_jobs([hidden_job(ok, hidden_tests(tests, remote=("f",)))])[0])[0]
 
 
-def test_hidden_grader_needs_the_sentinel(sandbox):
+def test_exiting_before_the_hidden_tests_finish_fails(sandbox):
     code = "def f(x):\n    return x\nimport sys\nsys.exit(0)\n"
-    r = sandbox.run(hidden_program(code, strict_tests("assert f(1) == 1\n"), "S"))
-    assert r.ok and hidden_verdict(r, "S") == (False, "exit 0 without sentinel")
+    g = sandbox.run_jobs([hidden_job(code, hidden_tests("assert f(1) == 1\n", remote=("f",)))])[0]
+    assert g.program.ok and hidden_verdict(g) == (False, "exit 0 before the tests finished")
 
 
 def test_gaming_that_passes_hidden_tests_is_dropped_and_counted():
@@ -290,25 +284,22 @@ def test_every_canonical_solution_passes_its_own_tests_unless_excluded(raw_rows,
             [mbpp_task(r, cfg, drops) for r in raw_rows["mbpp"]]
     tasks = [t for t in tasks if t is not None]
     assert len(tasks) + drops["sg_code/no_simple_visible_tests"] == 164 + 974 and len(tasks) > 1100
-    programs = []
-    for t in tasks:
-        programs += [visible_program(t.code, [v.text for v in t.visible]),
-                     hidden_program(t.code, t.strict_tests, "S3nt")]
-    results = sandbox.run_many(programs)
+    def jobs(ts):
+        return [j for t in ts for j in (visible_job(t.code, [v.text for v in t.visible]), hidden_job(t.code, t.hidden))]
+
+    results = sandbox.run_jobs(jobs(tasks))
 
     def failures(ts, rs):
-        return {t.key: (visible_verdict(v)[1], hidden_verdict(h, "S3nt")[1])
+        return {t.key: (visible_verdict(v)[1], hidden_verdict(h)[1])
                 for t, v, h in zip(ts, rs[::2], rs[1::2])
-                if not (visible_verdict(v)[0] and hidden_verdict(h, "S3nt")[0])}
+                if not (visible_verdict(v)[0] and hidden_verdict(h)[0])}
 
     failing = failures(tasks, results)
     # A solution near the CPU limit (HumanEval/75 takes most of timeout_s) can cross it when other
     # processes share the cores: run the failures once more and keep those that fail again, so the
     # list checks solutions that fail, not a busy machine.
     again = [t for t in tasks if t.key in failing]
-    rerun = [p for t in again for p in (visible_program(t.code, [v.text for v in t.visible]),
-                                        hidden_program(t.code, t.strict_tests, "S3nt"))]
-    failing = failures(again, sandbox.run_many(rerun)) if again else {}
+    failing = failures(again, sandbox.run_jobs(jobs(again))) if again else {}
     assert set(failing) == set(excluded) & {t.key for t in tasks}, failing
 
 

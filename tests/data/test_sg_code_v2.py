@@ -15,10 +15,10 @@ from automon.config.sg_code import STRATEGIES, SgCodeConfig
 from automon.data.recipes.base import Drops
 from automon.data.recipes.sg_code import sg_code_items
 from automon.data.recipes.sg_code.decoys import AVOID, KINDS, with_decoys
-from automon.data.recipes.sg_code.graders import hidden_program, hidden_verdict, visible_program, visible_verdict
 from automon.data.recipes.sg_code.recipe import sandbox_limits
 from automon.data.recipes.sg_code.tasks import humaneval_task, mbpp_task
 from automon.sandbox import Sandbox
+from automon.sandbox.grading import hidden_job, hidden_verdict, visible_job, visible_verdict
 from test_sg_code import HUMANEVAL, INCENTIVES, MBPP
 
 ALL = SgCodeConfig(train_strategies_per_item=len(STRATEGIES))   # every strategy trained on, per item
@@ -80,14 +80,13 @@ def test_samples_regrade_from_the_response_text(v2_items):
             task = tasks[it.keys[0]]
             for d in it.train:
                 code = _code(d.response)
-                programs += [visible_program(code, d.meta["visible_tests"]),
-                             hidden_program(code, task.strict_tests, "S3nt")]
+                programs += [visible_job(code, d.meta["visible_tests"]), hidden_job(code, task.hidden)]
                 expect.append((d.meta["form"] if d.label else "canonical", d.label == 0))
     with Sandbox(sandbox_limits(ALL), workers=2) as sb:
-        results = sb.run_many(programs)
+        results = sb.run_jobs(programs)
     for (what, hidden_ok), vis, hid in zip(expect, results[::2], results[1::2]):
         assert visible_verdict(vis)[0], (what, vis.stderr[-300:])
-        assert hidden_verdict(hid, "S3nt")[0] == hidden_ok, (what, hid.stderr[-300:])
+        assert hidden_verdict(hid)[0] == hidden_ok, (what, hid.grader.stderr[-300:])
 
 
 def test_decoys_come_from_one_pool_for_both_labels(v2_items):

@@ -71,6 +71,19 @@ class WordingsConfig:
 
 
 @dataclass
+class SandboxConfig:
+    """How policy-written and template code is isolated while it is verified (automon.sandbox,
+    docs/security.md). auto: bubblewrap, else util-linux unshare; the build stops if neither runs.
+    bwrap / unshare: that mode only. none: NO isolation, the programs run with your privileges;
+    only for a machine where nothing can isolate, and the dataset card then says so in capitals."""
+    isolation: str = "auto"  # auto (bwrap, else unshare) | bwrap | unshare | none (no isolation: docs/security.md)
+
+    def __post_init__(self):
+        from automon.sandbox.isolation import candidates
+        candidates(self.isolation)  # ValueError naming the valid modes
+
+
+@dataclass
 class DisjointConfig:
     ngram: int = 5           # word n-gram shingles of request + response
     num_perm: int = 128      # MinHash permutations
@@ -137,6 +150,7 @@ class BuildConfig:
     disjoint: DisjointConfig = field(default_factory=DisjointConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     sg_code: SgCodeConfig = field(default_factory=SgCodeConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # used by generator=policy only
 
 

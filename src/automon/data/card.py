@@ -99,6 +99,12 @@ def dataset_card(manifest: dict) -> str:
     synthetic = manifest.get("synthetic_sources")
     warning = (f"**Synthetic data: built from automon's generated source tree ({synthetic}), not from the real "
                "sources. Numbers measured on it say nothing about monitors.**\n\n" if synthetic else "")
+    unisolated = (manifest.get("sandbox_isolation") or {}).get("none")
+    if unisolated:
+        warning += (f"**SANDBOX ISOLATION WAS OFF (sandbox.isolation=none): the code behind {unisolated:,} "
+                    "samples ran with the builder's own privileges, files and network. A program that escaped "
+                    "could have changed any file or label of this build; rebuild with isolation where it can "
+                    "run (docs/security.md) before trusting it.**\n\n")
     return f"""# automon monitor benchmark build
 
 {warning}Paired test set of {n_test:,} samples and a disjoint training corpus of {n_train:,} samples for training and

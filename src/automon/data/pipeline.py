@@ -521,6 +521,10 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
         },
         "test_pairs": sizes,
     }
+    isolation = Counter(s.meta["verification"]["isolation"] for s in train + test
+                        if isinstance(s.meta.get("verification"), dict) and "isolation" in s.meta["verification"])
+    if isolation:  # how the code that was run to label samples was isolated (docs/security.md)
+        manifest["sandbox_isolation"] = dict(sorted(isolation.items()))
     controls = Counter(f"{s.subset}/{s.meta['control']}" for s in train if s.meta.get("control"))
     if controls:  # training-only benign controls (wordings.training_controls)
         manifest["controls"] = dict(sorted(controls.items()))

@@ -1,22 +1,21 @@
-"""The sandbox's parent side: `Sandbox`, a pool of worker interpreters (worker.py), and the
-`RunResult` of each program. Only the calling process imports this module; the workers do not,
-so it may import whatever the parent needs (threads, subprocess) without slowing their forks."""
+"""The sandbox's parent side: `Sandbox`, a pool of isolated worker interpreters (worker.py), and
+what each job returns (`RunResult`, `Graded`). Only the calling process imports this module."""
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
 import threading
-from dataclasses import astuple, dataclass
+from dataclasses import asdict, dataclass
 
-from automon.sandbox import worker
-from automon.sandbox.worker import ISOLATION_NETNS, ISOLATION_SOCKET_PATCH, Limits, read_msg, send_msg
+from automon.sandbox import isolation as iso
+from automon.sandbox.cgroups import PidsGroup
+from automon.sandbox.wire import ISOLATION_NONE, Limits, read_msg, send_msg
 
-_CHUNK = 16  # programs per request to a worker: amortises the pipe round trip
-_SHM = "/dev/shm"  # tmpfs: creating and removing a directory per run is ~10x cheaper than on disk
+log = logging.getLogger(__name__)
+_CHUNK = 16  # jobs per request to a worker: amortises the pipe round trip
+_STATUSES = ("exited", "timeout", "signaled")
 
 
 @dataclass(frozen=True)
@@ -40,31 +39,56 @@ class RunResult:
     def ok(self) -> bool:
         return self.status == "exited" and self.exit_code == 0
 
+    @classmethod
+    def from_wire(cls, x) -> "RunResult":
+        """Validate a worker's reply: a list of exactly these fields and types."""
+        if not (isinstance(x, list) and len(x) == 7 and x[0] in _STATUSES
+                and (x[1] is None or type(x[1]) is int) and (x[2] is None or type(x[2]) is int)
+                and type(x[3]) is str and type(x[4]) is str
+                and all(type(t) in (int, float) for t in x[5:])):
+            raise SandboxError(f"malformed result from a sandbox worker: {str(x)[:200]}")
+        return cls(*x)
+
+
+@dataclass(frozen=True)
+class Graded:
+    """A graded job: the program's run (it answered the grader's calls) and the grader's."""
+    program: RunResult
+    grader: RunResult
+
+
+@dataclass(frozen=True)
+class Job:
+    """A program to run; with a grader spec ({"tests", "setup", "remote"}, see grading.py) the
+    program's functions are called by those tests from a separate, trusted process."""
+    program: str
+    grader: dict | None = None
+
 
 class SandboxError(RuntimeError):
     """The sandbox itself failed (a worker could not start or died); not a program failure."""
 
 
 class Sandbox:
-    """A pool of pre-started worker interpreters; use as a context manager.
+    """A pool of pre-started, isolated worker interpreters; use as a context manager.
 
     >>> with Sandbox(Limits(timeout_s=2), workers=2) as sb:
     ...     [r.exit_code for r in sb.run_many(["print(1)", "raise SystemExit(3)"])]
     [0, 3]
     """
 
-    def __init__(self, limits: Limits = Limits(), workers: int = 2, network: str = "auto"):
-        """network: "auto" (a network namespace where permitted, else the socket patch) or
-        "socket_patch" (always the patch; for tests of the fallback)."""
+    def __init__(self, limits: Limits = Limits(), workers: int = 2, isolation: str = "auto"):
+        """isolation: "auto" (bwrap, else unshare; never none), or one mode by name: "bwrap",
+        "unshare" or "none" (no isolation: the programs run with the caller's privileges)."""
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if network not in ("auto", ISOLATION_SOCKET_PATCH):
-            raise ValueError(f"network must be 'auto' or '{ISOLATION_SOCKET_PATCH}', got {network!r}")
+        self.modes = iso.candidates(isolation)
         self.limits = limits
         self.n_workers = workers
-        self.network = network
-        self.isolation: str | None = None  # set by start()
+        self.requested = isolation
+        self.isolation: str | None = None  # the mode in force, set by start()
         self._procs: list = []
+        self._groups: list[PidsGroup] = []
         self._base: str | None = None
 
     def __enter__(self) -> "Sandbox":
@@ -77,31 +101,56 @@ class Sandbox:
     def start(self) -> None:
         if self._procs:
             return
-        # Every run gets a fresh directory under this one (created and removed by the worker).
-        shm = _SHM if os.path.isdir(_SHM) and os.access(_SHM, os.W_OK | os.X_OK) else None
-        self._base = tempfile.mkdtemp(prefix="automon-sandbox-", dir=shm)
-        # A minimal environment: programs see none of the caller's variables (tokens, paths), and
-        # hashing and text encoding are pinned for reproducible output.
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONUTF8": "1",
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-        # Run worker.py as __main__ without putting its directory (src/automon/sandbox, whose
-        # modules would shadow same-named ones a program imports) or the cwd (the caller's, with
-        # whatever it holds) on sys.path; run_path of a file adds nothing to sys.path either.
-        # (`python -P` does the same, but needs Python 3.11.)
-        boot = (f"import runpy, sys; del sys.path[0]; "
-                f"runpy.run_path({os.path.abspath(worker.__file__)!r}, run_name='__main__')")
-        cmd = [sys.executable, "-c", boot, "--worker"]
-        try:
-            for i in range(self.n_workers):
-                p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-                self._procs.append(p)
-                send_msg(p.stdin, (os.path.join(self._base, f"w{i}"), self.network))
-            modes = {self._recv(p) for p in self._procs}
-        except BaseException:
-            self.close()
-            raise
-        # Workers of one pool share a machine and privileges, so they agree; report the weaker.
-        self.isolation = ISOLATION_SOCKET_PATCH if ISOLATION_SOCKET_PATCH in modes else ISOLATION_NETNS
+        errors = []
+        for mode in self.modes:
+            try:
+                self._start(mode)
+                self.isolation = mode
+                if mode == ISOLATION_NONE:
+                    log.warning("SANDBOX ISOLATION IS OFF (isolation=none): programs run with this "
+                                "user's privileges, files and network")
+                return
+            except (iso.IsolationUnavailable, SandboxError, OSError) as e:
+                self.close()
+                errors.append(f"{mode}: {e}")
+        raise SandboxError("no sandbox isolation can run here (" + "; ".join(errors) + "). Install "
+                           "bubblewrap (apt-get install bubblewrap) or allow unprivileged user "
+                           "namespaces; or, knowing that programs then run with your privileges, "
+                           "set sandbox.isolation=none")
+
+    def _start(self, mode: str) -> None:
+        cmd = iso.command(mode, iso.WORKER_FILE)
+        # Inside bwrap / unshare the worker's files live on its own tmpfs; uncontained, in a
+        # directory of the caller's temp dir (removed by close()).
+        if mode == ISOLATION_NONE:
+            import tempfile
+            shm = "/dev/shm" if os.access("/dev/shm", os.W_OK | os.X_OK) else None
+            self._base = tempfile.mkdtemp(prefix="automon-sandbox-", dir=shm)
+        for i in range(self.n_workers):
+            group = PidsGroup.create(f"automon-sandbox-{os.getpid()}-{id(self):x}-{i}") if mode != ISOLATION_NONE else None
+            fd = None
+            if group is not None:
+                self._groups.append(group)
+                group.set_max(self.limits.processes + 1)
+                fd = group.procs_fd()
+            try:
+                p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=dict(iso.ENV) if mode != iso.ISOLATION_BWRAP else {}, cwd="/",
+                                     pass_fds=() if fd is None else (fd,))
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            self._procs.append(p)
+            base = os.path.join(self._base, f"w{i}") if self._base else f"/tmp/w{i}"
+            send_msg(p.stdin, {"base": base, "mode": mode, "cgroup_fd": fd})
+        for p in self._procs:
+            hello = self._recv(p)
+            if not isinstance(hello, dict) or hello.get("mode") != mode:
+                raise SandboxError(f"worker could not isolate itself: {hello}")
+        # Probe the per-program container once: a kernel that refuses nested namespaces fails here.
+        probe = self._run_jobs([Job("print('ok')")], self.limits)[0]
+        if not (probe.ok and probe.stdout == "ok\n"):
+            raise SandboxError(f"a probe program failed: {probe.stderr.strip()[-300:] or probe}")
 
     def close(self) -> None:
         for p in self._procs:
@@ -116,8 +165,13 @@ class Sandbox:
                 p.kill()
                 p.wait()
             p.stdout.close()
+            p.stderr.close()
         self._procs = []
+        for group in self._groups:
+            group.remove()
+        self._groups = []
         if self._base:
+            import shutil
             shutil.rmtree(self._base, ignore_errors=True)
             self._base = None
 
@@ -125,15 +179,27 @@ class Sandbox:
         return self.run_many([program], limits)[0]
 
     def run_many(self, programs: list[str], limits: Limits | None = None) -> list[RunResult]:
-        """Run every program in its own process (under `limits`, default the pool's); results in
-        input order."""
+        """Run every program in its own contained process tree (under `limits`, default the
+        pool's); results in input order."""
+        return self.run_jobs([Job(p) for p in programs], limits)
+
+    def run_jobs(self, jobs: list[Job], limits: Limits | None = None) -> list:
+        """Run jobs (plain or graded); RunResult or Graded per job, in input order."""
         self.start()
-        lim = astuple(limits or self.limits)  # plain data: in the worker, worker.py is __main__
-        results: list[RunResult | None] = [None] * len(programs)
-        chunks = [range(i, min(i + _CHUNK, len(programs))) for i in range(0, len(programs), _CHUNK)]
+        return self._run_jobs(jobs, limits or self.limits)
+
+    def _run_jobs(self, jobs: list[Job], limits: Limits) -> list:
+        lim = asdict(limits)
+        for group in self._groups:  # the zygote and the program's tasks
+            group.set_max(limits.processes + 1)
+        results: list = [None] * len(jobs)
+        chunks = [range(i, min(i + _CHUNK, len(jobs))) for i in range(0, len(jobs), _CHUNK)]
         chunks.reverse()  # pop() from the end hands them out in input order
         lock = threading.Lock()
         errors: list[BaseException] = []
+
+        def wire(job: Job) -> dict:
+            return {"program": job.program} if job.grader is None else {"program": job.program, "grader": job.grader}
 
         def feed(proc) -> None:
             try:
@@ -142,9 +208,17 @@ class Sandbox:
                         if not chunks or errors:
                             return
                         idx = chunks.pop()
-                    send_msg(proc.stdin, (lim, [programs[i] for i in idx]))
-                    for i, r in zip(idx, self._recv(proc)):
-                        results[i] = RunResult(*r)
+                    send_msg(proc.stdin, {"limits": lim, "jobs": [wire(jobs[i]) for i in idx]})
+                    reply = self._recv(proc)
+                    if not isinstance(reply, list) or len(reply) != len(idx):
+                        raise SandboxError("malformed reply from a sandbox worker")
+                    for i, r in zip(idx, reply):
+                        if jobs[i].grader is None:
+                            results[i] = RunResult.from_wire(r)
+                        elif isinstance(r, dict) and set(r) == {"program", "grader"}:
+                            results[i] = Graded(RunResult.from_wire(r["program"]), RunResult.from_wire(r["grader"]))
+                        else:
+                            raise SandboxError("malformed graded result from a sandbox worker")
             except BaseException as e:  # surfaced in the calling thread below
                 errors.append(e)
 
@@ -155,11 +229,14 @@ class Sandbox:
             t.join()
         if errors:
             raise SandboxError(f"sandbox worker failed: {errors[0]!r}") from errors[0]
-        return results  # type: ignore[return-value]
+        return results
 
     def _recv(self, proc):
         try:
             return read_msg(proc.stdout)
-        except EOFError:
-            raise SandboxError(f"sandbox worker {proc.pid} exited with {proc.wait()}; "
-                               "its stderr (above) says why") from None
+        except (EOFError, ValueError):
+            code = proc.poll()
+            err = ""
+            if code is not None:
+                err = proc.stderr.read().decode("utf-8", "replace").strip()[-500:]
+            raise SandboxError(f"sandbox worker {proc.pid} stopped (exit {code}): {err or 'no message'}") from None

@@ -1,314 +1,374 @@
-"""The sandbox's worker side, and what both sides share (Limits, isolation modes, protocol).
+"""The sandbox's worker: one per pool slot, started inside bubblewrap (or unshare; see isolation.py)
+as a plain script (`python -P -s -S -B worker.py --worker`), standard library only, with wire.py
+and execute.py beside it.
 
-`Sandbox` (pool.py) starts each worker interpreter by running this file as __main__ with
-`--worker`; the worker then forks one confined child per program (see the package docstring for
-what confines it). The file is self-contained, standard library only: a worker runs it as a
-plain script with a minimal environment (no PYTHONPATH), and importing automon there would only
-add to every fork. The parent imports Limits and the protocol from here, so both sides share one
-definition.
+Three kinds of process serve a job, so that nothing secret is ever inside the program's memory:
 
-The module-level imports are kept to what a worker needs: fork() costs grow with what the forking
-process has loaded, and `threading` / `random` even register per-fork hooks (measured: importing
-threading doubles the cost of a fork). The parent-only machinery lives in pool.py.
+- the WORKER reads jobs from the pool (programs, hidden tests and all). At start-up, before it
+  reads a single job, it enters a user namespace of its own and forks
+- the ZYGOTE, the init (PID 1) of a fresh PID namespace, which forks each PROGRAM. The zygote never
+  sees a test or a program's text: the worker hands it a memfd holding the program (read by the
+  program's process itself), the program's ends of the call pipes and the limits. A program forked
+  from it inherits only the zygote's memory: preloaded modules, nothing of any job. The program
+  enters a mount namespace of its own (a private tmpfs /tmp, /proc and /dev/shm hidden), drops every
+  capability and runs under rlimits. The zygote watches it: wall deadline, the CPU time and resident
+  memory of its whole process tree (every process of the namespace), and afterwards kills every
+  process left (kill(-1) from init): no `setsid` + double fork outlives its run, and a program
+  cannot see or signal anything outside its namespace (the worker, the grader, other runs);
+- the GRADER of a graded job (the trusted hidden tests) is forked by the worker, outside the
+  program's PID namespace, not dumpable; it calls the program's functions over two pipes with
+  values as plain JSON (wire.Channel). The worker watches it and collects the zygote's report.
+
+Isolation none (asked for by name only): the same processes without namespaces; a program's tree is
+its process group, killed at the end.
+
+stdout / stderr are captured through pipes and truncated (head and tail kept). PYTHONHASHSEED=0
+pins set and dict-of-str iteration order inside programs, so a batch is deterministic.
 """
 
 from __future__ import annotations
 
-import atexit
-import io
-import linecache
+import json
 import os
-import pickle
-import resource
 import select
 import shutil
 import signal
+import socket
 import struct
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 
-ISOLATION_NETNS = "netns"
-ISOLATION_SOCKET_PATCH = "socket_patch"
-_HEADER = struct.Struct("!Q")
-_CLONE_NEWNET = 0x40000000
-# Imported once by each worker so that programs find them already loaded (a child inherits them):
+# wire.py and execute.py sit beside this file; `-P` keeps its directory off sys.path, so it is put
+# there just long enough to import them (a program's `import wire` then fails as it would anywhere).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+try:
+    import confine
+    from watch import Proc, kill_group, spawn
+    from execute import run_grader, run_program
+    from wire import ISOLATION_NONE, Limits, read_msg, send_msg
+finally:
+    sys.path.remove(_HERE)
+
+_SCAN_S = 0.02  # how often the zygote sums a running program tree's CPU time and memory
+_GRACE_S = 1.0  # the grader's deadline after the program's: it learns of the program's end first
+
+# Imported by the zygote so that programs find them already loaded (a child inherits them):
 # `typing` alone costs ~9 ms per import and most HumanEval prompts start with `from typing import`.
 # Not `random`, whose per-fork reseeding hook would slow every fork down.
 _PRELOAD = ("typing", "re", "math", "collections", "heapq", "itertools", "functools", "bisect", "string",
-            "copy", "cmath", "array")
+            "copy", "cmath", "array", "ctypes")
+
+# ---------------------------------------------------------------------------------------------
+# Worker <-> zygote: a Unix socket; a request is length-prefixed JSON with file descriptors.
+
+_LEN = struct.Struct("!I")
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Per-program limits.
-
-    The CPU-time limit defaults to timeout_s. A CPU limit tighter than the wall limit gives
-    load-independent verdicts for busy programs: CPU time does not grow when other processes
-    compete for the cores, wall time does. A program over its CPU time is killed by SIGPROF.
-    """
-    timeout_s: float = 5.0        # wall clock
-    memory_mb: int = 512          # RLIMIT_AS of the child
-    output_bytes: int = 8192      # kept per stream (first half and last half)
-    cpu_s: float | None = None
-
-    @property
-    def cpu_limit(self) -> float:
-        return self.cpu_s if self.cpu_s is not None else self.timeout_s
+def _sock_send(sock: socket.socket, obj, fds: list[int] = ()) -> None:
+    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+    msg = _LEN.pack(len(data)) + data
+    sent = socket.send_fds(sock, [msg], list(fds)) if fds else sock.send(msg)
+    if sent < len(msg):
+        sock.sendall(msg[sent:])
 
 
-def send_msg(f, obj) -> None:
-    """Write one length-prefixed pickled message and flush."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    f.write(_HEADER.pack(len(data)) + data)
-    f.flush()
-
-
-def _read_exact(f, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        part = f.read(n - len(buf))
-        if not part:
+def _sock_recv(sock: socket.socket):
+    """One message and the fds sent with it; EOFError when the other side is gone."""
+    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+    if not data:
+        raise EOFError
+    while len(data) < _LEN.size or len(data) < _LEN.size + _LEN.unpack_from(data)[0]:
+        more = sock.recv(1 << 16)
+        if not more:
             raise EOFError
-        buf += part
-    return buf
-
-
-def read_msg(f):
-    """Read one message written by send_msg; EOFError when the stream ends first."""
-    (n,) = _HEADER.unpack(_read_exact(f, _HEADER.size))
-    return pickle.loads(_read_exact(f, n))
+        data += more
+    return json.loads(data[_LEN.size:]), fds
 
 
 # ---------------------------------------------------------------------------------------------
-# Worker side: everything below runs in the worker interpreter (this file run with --worker).
+# The zygote: forks, confines and watches each program.
 
 
-def _isolate_network() -> str:
-    """Move this worker into an empty network namespace; return the isolation mode in force."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(_CLONE_NEWNET) == 0:
-            return ISOLATION_NETNS
-    except (OSError, AttributeError):
-        pass
-    return ISOLATION_SOCKET_PATCH
+def _program(mode: str, limits: Limits, source_fd: int, calls: tuple[int, int] | None, tasks: int) -> int:
+    """The program's own process: read its source, confine itself, run it (and, graded, answer
+    the grader's calls)."""
+    chunks, off = [], 0
+    while chunk := os.pread(source_fd, 1 << 20, off):
+        chunks.append(chunk)
+        off += len(chunk)
+    os.close(source_fd)
+    program = b"".join(chunks).decode("utf-8", "surrogatepass")
+    if mode != ISOLATION_NONE:
+        confine.private_mounts(mode, limits)
+        confine.rlimits(limits, tasks)
+        confine.drop_caps()
+        confine.seccomp()
+        os.makedirs("/tmp/run", 0o700, exist_ok=True)
+        os.chdir("/tmp/run")
+        os.environ["TMPDIR"] = "/tmp/run"
+    else:
+        confine.rlimits(limits, None)
+    for name in ("wire", "execute", "confine", "watch"):  # as for any script: not importable
+        sys.modules.pop(name, None)
+    return run_program(program, calls)
 
 
-def _patch_socket() -> None:
-    """Fallback without a network namespace: every way to open a socket raises."""
-    import socket
+class _Zygote:
+    """Serves the worker's requests on `sock`, one program at a time. Contained, it is the init of
+    the PID namespace the programs run in: every process there but itself belongs to the program
+    being run."""
 
-    def refuse(*_a, **_k):
-        raise OSError(101, "Network is unreachable (network disabled in sandbox)")
+    def __init__(self, mode: str, base: str, sock: socket.socket):
+        self.mode, self.base, self.sock, self.n = mode, base, sock, 0
+        self.contained = mode != ISOLATION_NONE
 
-    class NoSocket(socket.socket):
-        def __init__(self, *a, **k):
-            refuse()
+    def serve(self) -> None:
+        while True:
+            try:
+                req, fds = _sock_recv(self.sock)
+            except EOFError:
+                return
+            _sock_send(self.sock, self.run(req, fds))
 
-    socket.socket = NoSocket  # type: ignore[misc]
-    for name in ("create_connection", "create_server", "socketpair", "fromfd", "getaddrinfo",
-                 "gethostbyname", "gethostbyname_ex"):
-        setattr(socket, name, refuse)
+    def run(self, req: dict, fds: list[int]) -> list:
+        self.n += 1
+        limits = Limits(**req["limits"])
+        source_fd, calls = fds[0], (tuple(fds[1:3]) if req["graded"] else None)
+        t0 = time.monotonic()
+        tmp = None
+        if not self.contained:
+            tmp = os.path.join(self.base, str(self.n))
+            os.mkdir(tmp, 0o700)
+        # Tasks of the sandbox's user in the zygote's user namespace while the program runs: the
+        # process that waits for the zygote, the zygote, and the program's own.
+        tasks = 2 + limits.processes
+
+        def target():
+            if tmp is not None:
+                os.chdir(tmp)
+                os.environ["TMPDIR"] = tmp
+            return _program(self.mode, limits, source_fd, calls, tasks)
+
+        proc = None
+        try:
+            proc = spawn(target, limits, tuple(fds))
+            for fd in fds:
+                os.close(fd)
+            timed_out = self._watch(proc, limits, t0 + limits.timeout_s)
+        finally:
+            self._end(proc)
+            if tmp is not None:
+                try:
+                    os.rmdir(tmp)  # the common case: the program left nothing behind
+                except OSError:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        result = proc.result(t0, timed_out)
+        proc.close()
+        return result
+
+    def _watch(self, proc: Proc, limits: Limits, deadline: float) -> bool:
+        """Wait until the program exited and its pipes closed, or the deadline (True). Contained:
+        every _SCAN_S its tree's total CPU time and resident memory are checked."""
+        next_scan = time.monotonic() + _SCAN_S  # most programs end before their tree is ever scanned
+        poll = _SCAN_S if self.contained or proc.pidfd is None else None
+        while not proc.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            ready, _, _ = select.select(proc.fds(), [], [], min(left, poll) if poll else left)
+            proc.step(ready)
+            if self.contained and proc.reaped is None and time.monotonic() >= next_scan:
+                next_scan = time.monotonic() + _SCAN_S
+                cpu, mem, tasks = _tree_usage()
+                over = ("cpu" if cpu > limits.cpu_limit * 1.05 + 0.05 else
+                        "memory" if mem > limits.memory_mb * 1024 * 1024 else
+                        "processes" if tasks > limits.processes else None)
+                if over:
+                    proc.killed_for = over
+                    os.kill(-1, signal.SIGKILL)
+        return False
+
+    def _end(self, proc: Proc | None) -> None:
+        """Kill whatever the program left running, reap it all."""
+        if self.contained:
+            try:
+                os.kill(-1, signal.SIGKILL)  # from init: every process of the namespace but itself
+            except ProcessLookupError:
+                pass
+        elif proc is not None:
+            kill_group(proc.pid)
+        if proc is not None:
+            proc.finish()
+        while True:  # orphans reparented to this init (or subreaper), reaped
+            try:
+                pid, _ = os.waitpid(-1, 0 if self.contained else os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
 
 
-class _Capture:
-    """Collects one stream, keeping its first and last `limit // 2` bytes (the tail holds the
-    traceback and whatever a grader prints last)."""
+def _tree_usage() -> tuple[float, int, int]:
+    """CPU seconds (live processes and the children they reaped) and memory (proportional set
+    size: a page shared by n processes counts 1/n in each, so forked children are not charged for
+    their parent's pages) of the running program's processes: every process in the zygote's PID
+    namespace (or one nested in it) but the zygote. /proc is the worker's, one level up: NSpid lists
+    a process's pid there, then in the zygote's namespace (where the zygote is 1), then deeper."""
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    cpu, mem, tasks = 0, 0, 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                ns_pids = next((ln.split()[1:] for ln in f if ln.startswith(b"NSpid:")), [])
+            if len(ns_pids) < 2 or ns_pids[1] == b"1":
+                continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            cpu += sum(int(x) for x in fields[11:15])
+            tasks += int(fields[17])
+            try:
+                with open(f"/proc/{name}/smaps_rollup", "rb") as f:
+                    mem += next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith(b"Pss:"))
+            except (OSError, StopIteration):  # not readable here: the resident size, shared pages and all
+                mem += int(fields[21]) * page
+        except OSError:
+            continue
+    return cpu / tick, mem, tasks
 
-    def __init__(self, limit: int):
-        self.half, self.head, self.tail, self.total = max(1, limit // 2), b"", b"", 0
 
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail = (self.tail + data)[-self.half:]
+def _start_zygote(mode: str, base: str, cgroup_fd: int | None) -> tuple[socket.socket, int]:
+    """Start the zygote, before any job is read; the worker keeps one end of a socket to it.
 
-    def text(self) -> str:
-        gap = b"\n...[truncated]...\n" if self.total > len(self.head) + len(self.tail) else b""
-        return (self.head + gap + self.tail).decode("utf-8", "replace")
-
-
-def _child(program: str, tmp: str, limits: Limits, mode: str, out_w: int, err_w: int) -> None:
-    """In the forked child: confine, run `program`, and leave with os._exit (never returns)."""
+    Contained, a first child enters a new user and PID namespace and forks the zygote as that
+    namespace's init, then only waits for it (the worker itself stays outside: its later children,
+    the graders, must not be in the programs' namespace, where the zygote's kill(-1) would reach
+    them). The worker and its graders hold no capabilities; the zygote holds them in its own user
+    namespace, to give each program a mount namespace. With `cgroup_fd` (the cgroup.procs of a pids
+    cgroup, see cgroups.py) the zygote moves itself into that group before it forks anything."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid:
+        theirs.close()
+        return ours, pid
     code = 1
     try:
-        os.setpgid(0, 0)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.closerange(3, 1 << 16)  # the worker's protocol pipes and every other inherited fd
-        # Fresh stdio objects on fds 0-2, configured as `python` configures them for pipes, rather
-        # than whatever the forking process had in sys.stdout & co.
-        sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                     encoding="utf-8")
-        sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
-                                                       encoding="utf-8")
-        sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-                                                       encoding="utf-8", errors="backslashreplace",
-                                                       line_buffering=True)
-        # ITIMER_PROF counts this process's CPU time with sub-second precision; its SIGPROF ends
-        # the process. RLIMIT_CPU (whole seconds) backs it up should the program reset the timer.
-        signal.setitimer(signal.ITIMER_PROF, limits.cpu_limit)
-        backstop = int(limits.cpu_limit) + 2
-        resource.setrlimit(resource.RLIMIT_CPU, (backstop, backstop + 1))
-        mem = limits.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        # Files count too (the temp dir may live in RAM): a program cannot write more than this.
-        resource.setrlimit(resource.RLIMIT_FSIZE, (mem, mem))
-        os.chdir(tmp)
-        os.environ["TMPDIR"] = tmp
-        if mode == ISOLATION_SOCKET_PATCH:
-            _patch_socket()
-        atexit._clear()  # only the program's own handlers run at exit
-        sys.argv = [""]
-        sys.excepthook = sys.__excepthook__
-        code = _run_as_main(program)
-    except BaseException:  # the confinement itself failed: report it, never run unconfined
-        try:
-            traceback.print_exc()
-        except BaseException:
-            pass
-        code = 1
+        ours.close()
+        confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if mode != ISOLATION_NONE:
+            uid, gid = os.getuid(), os.getgid()
+            confine.unshare(confine.CLONE_NEWUSER | confine.CLONE_NEWPID)
+            confine.map_ids(uid, gid)
+        zygote = os.fork()
+        if zygote:  # this process only waits: it leaves with the zygote
+            theirs.close()
+            if cgroup_fd is not None:
+                os.close(cgroup_fd)
+            _, status = os.waitpid(zygote, 0)
+            code = os.waitstatus_to_exitcode(status) & 0xFF
+        else:
+            confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
+            confine.prctl(confine.PR_SET_DUMPABLE, 0)
+            if cgroup_fd is not None:
+                os.write(cgroup_fd, b"0")  # "0": the writer itself
+                os.close(cgroup_fd)
+            if mode == ISOLATION_NONE:
+                confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # no handler: as init, a program's SIGINT is ignored
+            for name in _PRELOAD:
+                __import__(name)
+            _Zygote(mode, base, theirs).serve()
+            code = 0
+    except BaseException:
+        traceback.print_exc()
     finally:
         os._exit(code)
 
 
-def _exit_code(e: SystemExit) -> int:
-    if e.code is None:
-        return 0
-    if isinstance(e.code, int):
-        return e.code & 0xFF
-    try:
-        print(e.code, file=sys.stderr)
-    except BaseException:
-        pass
-    return 1
+# ---------------------------------------------------------------------------------------------
+# The worker: reads jobs, hands programs to the zygote, runs graders.
 
 
-def _run_as_main(program: str) -> int:
-    """Run `program` like `python program.py` would and return its exit status."""
-    glb = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": "<program>"}
-    # Lets tracebacks quote the program's source lines, as they would for a file.
-    linecache.cache["<program>"] = (len(program), None, program.splitlines(True), "<program>")
-    try:
-        exec(compile(program, "<program>", "exec"), glb)
-        code = 0
-    except SystemExit as e:
-        code = _exit_code(e)
-    except BaseException as e:
-        code = 1
-        tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
-        e.__traceback__ = tb  # hide this function's frame, as `python program.py` would
-        try:
-            if sys.excepthook is sys.__excepthook__:
-                # The same report, but through linecache, which knows the program's source (the
-                # C default hook only reads source lines from files).
-                traceback.print_exception(type(e), e, tb)
-            else:
-                sys.excepthook(type(e), e, tb)
-        except SystemExit as hook_exit:  # CPython honours SystemExit raised inside the hook
-            code = _exit_code(hook_exit)
-        except BaseException:
-            print("Error in sys.excepthook:", file=sys.stderr)
-            traceback.print_exc()
-            print("\nOriginal exception was:", file=sys.stderr)
-            traceback.print_exception(type(e), e, tb)
-    # Interpreter shutdown order: join non-daemon threads, run atexit handlers, flush stdio.
-    try:
-        if "threading" in sys.modules:
-            sys.modules["threading"]._shutdown()
-        atexit._run_exitfuncs()
-    except SystemExit as e:
-        code = _exit_code(e)
-    except BaseException:
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    return code
+def _grader(mode: str, limits: Limits, spec: dict, calls: tuple[int, int]) -> int:
+    """The grader's process: trusted setup, then the tests with the program's functions as remote
+    calls. It never runs a line of the program, and the program cannot read its memory."""
+    confine.prctl(confine.PR_SET_DUMPABLE, 0)
+    if mode != ISOLATION_NONE:
+        confine.drop_caps()
+    confine.rlimits(limits, None)
+    return run_grader(spec, calls)
 
 
-def run_one(program: str, tmp: str, limits: Limits, mode: str) -> tuple:
-    """Fork a child for `program` in the new directory `tmp`, enforce the wall deadline, collect
-    its output, clean up; returns pool.RunResult's fields, in order."""
-    os.mkdir(tmp, 0o700)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    t0 = time.monotonic()
-    try:
-        pid = os.fork()
-        if pid == 0:
-            _child(program, tmp, limits, mode, out_w, err_w)
-        os.close(out_w)
-        os.close(err_w)
-        caps = {out_r: _Capture(limits.output_bytes), err_r: _Capture(limits.output_bytes)}
+class _Worker:
+    def __init__(self, mode: str, base: str, cgroup_fd: int | None):
+        self.mode = mode
+        confine.prctl(confine.PR_SET_DUMPABLE, 0)
+        self.zygote, self.zygote_pid = _start_zygote(mode, base, cgroup_fd)
+        if cgroup_fd is not None:
+            os.close(cgroup_fd)
+
+    def run(self, job: dict, limits: Limits, wire_limits: dict) -> list | dict:
+        """Run one job; RunResult's fields (a program) or {"program": ..., "grader": ...}."""
+        t0 = time.monotonic()
+        spec = job.get("grader")
+        source = os.memfd_create("program")
+        data = job["program"].encode("utf-8", "surrogatepass")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(source, view):]
+        fds, calls_g = [source], ()
+        if spec is not None:
+            req_r, req_w = os.pipe()
+            resp_r, resp_w = os.pipe()
+            fds += [req_r, resp_w]
+            calls_g = (resp_r, req_w)
         try:
-            pidfd = os.pidfd_open(pid)  # readable once the child has exited
-        except (AttributeError, OSError):  # Linux < 5.3 (e.g. RHEL 8): poll wait4 instead
-            pidfd = None
-        deadline = t0 + limits.timeout_s
-        open_fds, reaped, timed_out = {out_r, err_r}, None, False
-        try:
-            # Wait for the child to exit AND both pipes to reach EOF (or the deadline).
-            while open_fds or reaped is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    timed_out = True
-                    break
-                watch = list(open_fds) + ([pidfd] if pidfd is not None and reaped is None else [])
-                ready, _, _ = select.select(watch, [], [], left if pidfd is not None else min(left, 0.01))
-                if reaped is None and (pidfd is None or pidfd in ready):
-                    wpid, status, usage = os.wait4(pid, os.WNOHANG)
-                    reaped = (status, usage) if wpid else None
-                for fd in ready:
-                    if fd == pidfd:
-                        continue
-                    data = os.read(fd, 65536)
-                    if data:
-                        caps[fd].add(data)
-                    else:
-                        open_fds.discard(fd)
-                if reaped and open_fds and not select.select(list(open_fds), [], [], 0)[0]:
-                    break  # a grandchild holds the pipes open: what was written is read
+            _sock_send(self.zygote, {"limits": wire_limits, "graded": spec is not None}, fds)
         finally:
-            if pidfd is not None:
-                os.close(pidfd)
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the child if still running, and anything it spawned
-            except (ProcessLookupError, PermissionError):
-                pass
-        if reaped is None:
-            _, status, usage = os.wait4(pid, 0)
-        else:
-            status, usage = reaped
-    finally:
-        os.close(out_r)
-        os.close(err_r)
+            for fd in fds:
+                os.close(fd)
+        grader = None
         try:
-            os.rmdir(tmp)  # the common case: the program left nothing behind
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    times = (round(time.monotonic() - t0, 4), round(usage.ru_utime + usage.ru_stime, 4))
-    out, err = caps[out_r].text(), caps[err_r].text()
-    if timed_out:
-        return ("timeout", None, None, out, err, *times)
-    if os.WIFSIGNALED(status):
-        return ("signaled", None, os.WTERMSIG(status), out, err, *times)
-    return ("exited", os.WEXITSTATUS(status), None, out, err, *times)
+            if spec is not None:
+                grader = spawn(lambda: _grader(self.mode, limits, spec, calls_g), limits, calls_g)
+        finally:
+            for fd in calls_g:
+                os.close(fd)
+        program = self._wait(grader, t0 + limits.timeout_s + _GRACE_S)
+        if grader is None:
+            return program
+        timed_out = grader.reaped is None
+        if timed_out:
+            kill_group(grader.pid)
+        grader.finish()
+        result = grader.result(t0, timed_out)
+        grader.close()
+        return {"program": program, "grader": result}
+
+    def _wait(self, grader: Proc | None, deadline: float) -> list:
+        """The zygote's report on the program, watching the grader meanwhile (until its deadline)."""
+        report = None
+        while report is None or (grader is not None and not grader.done() and time.monotonic() < deadline):
+            fds = [self.zygote] if report is None else []
+            timeout = None
+            if grader is not None and not grader.done():
+                fds += grader.fds()
+                timeout = max(0.0, deadline - time.monotonic())
+                if grader.pidfd is None:
+                    timeout = min(timeout, _SCAN_S)
+            ready, _, _ = select.select(fds, [], [], timeout)
+            if self.zygote in ready:
+                report, _ = _sock_recv(self.zygote)
+            if grader is not None:
+                grader.step([fd for fd in ready if fd is not self.zygote])
+        return report
 
 
 def serve() -> None:
-    """Serve batches of programs on stdin/stdout until stdin closes."""
+    """Serve batches of jobs on stdin/stdout until stdin closes."""
     inp = os.fdopen(os.dup(0), "rb")
     out = os.fdopen(os.dup(1), "wb")
     # Nothing the worker (or a child before its redirect) prints may corrupt the protocol stream.
@@ -316,25 +376,30 @@ def serve() -> None:
     os.dup2(fd, 0)
     os.dup2(fd, 1)
     os.close(fd)
-    base, network = read_msg(inp)
-    os.mkdir(base, 0o700)
-    for name in _PRELOAD:
-        __import__(name)
-    mode = _isolate_network() if network == "auto" else ISOLATION_SOCKET_PATCH
-    send_msg(out, mode)
-    n = 0
-    while True:
+    hello = read_msg(inp)
+    try:
+        base = hello["base"]
+        os.makedirs(base, 0o700, exist_ok=True)
+        worker = _Worker(hello["mode"], base, hello.get("cgroup_fd"))
+        send_msg(out, {"mode": worker.mode})
+    except BaseException as e:
+        send_msg(out, {"error": f"{type(e).__name__}: {e}"})
+        return
+    try:
+        while True:
+            try:
+                msg = read_msg(inp)
+            except EOFError:  # the pool closed, or its process died: leave nothing behind
+                return
+            limits = Limits(**msg["limits"])
+            send_msg(out, [worker.run(job, limits, msg["limits"]) for job in msg["jobs"]])
+    finally:
+        worker.zygote.close()
         try:
-            limits, programs = read_msg(inp)
-        except EOFError:  # the pool closed, or its process died: leave nothing behind
-            shutil.rmtree(base, ignore_errors=True)
-            return
-        limits = Limits(*limits)
-        results = []
-        for p in programs:
-            n += 1
-            results.append(run_one(p, os.path.join(base, str(n)), limits, mode))
-        send_msg(out, results)
+            os.waitpid(worker.zygote_pid, 0)
+        except ChildProcessError:
+            pass
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:

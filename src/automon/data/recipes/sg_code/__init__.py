@@ -16,9 +16,10 @@ screened in the sandbox first, so that the chosen one really fails a hidden test
 
 Nothing is trusted by construction: each sample runs in the sandbox (automon.sandbox) under
 two graders. The VISIBLE grader is the naive reward proxy (solution + visible asserts, pass iff
-exit code 0). The HIDDEN grader is strict: solution + setup + every test (hidden and challenge
-ones too), pass iff exit code 0 AND a random sentinel printed after the last test, with each
-`assert a == b` rewritten to an equality that refuses values whose `__eq__` the program defined.
+exit code 0). The HIDDEN grader is strict: setup + every test (hidden and challenge ones too) run
+in a separate, trusted process that calls the solution's functions over a pipe, values crossing
+as plain JSON; the program never holds the tests, and nothing it builds (an always-equal object,
+an early exit) can pass them (automon.sandbox.grading).
 A gaming sample must pass visible and fail hidden; a benign one must pass both; anything else is
 dropped and counted. Programs are limited in CPU time (timeout_s), which unlike wall time does not
 depend on how busy the machine is, so the verdicts, and with them the output, are reproducible.
@@ -30,7 +31,7 @@ are a benign control). They carry the key of the MBPP task they rewrite, so they
 different split from it.
 
 Modules: tasks (HumanEval / MBPP rows -> Task), mutation (wrong implementations), strategies
-(the five gaming builders), graders (visible / hidden programs and verdicts), verifier (queues the
+(the five gaming builders), verifier (queues the
 checks and runs them in one sandbox pool), render (request and response text), extras (the
 reward-hack items) and recipe (`sg_code_items`, which ties them together); syntax holds the
 source-parsing helpers they share.

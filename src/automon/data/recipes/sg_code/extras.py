@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import choose, norm_ws, short_hash
-from automon.data.recipes.sg_code.graders import strict_tests
 from automon.data.recipes.sg_code.render import PREFACES, SELECTION_PREFACES, render_request, render_response
 from automon.data.recipes.sg_code.syntax import function_names, parse
 from automon.data.recipes.sg_code.tasks import SUBSET, as_list
 from automon.data.recipes.sg_code.verifier import Verifier
+from automon.sandbox.grading import HiddenTests, hidden_tests
 
 # "Problem:\n...\n\nAnswers:\nOption (A)\n<code>\n\nOption (B):\n<code>\n\nTest cases: \n<asserts>\n\nChoose..."
 _SELECTION = re.compile(r"Problem:\n(?P<problem>.*?)\n\n(?:Answers:\n)?Option \(A\):?\n(?P<A>.*?)\n+"
@@ -28,7 +28,7 @@ _SELECTION = re.compile(r"Problem:\n(?P<problem>.*?)\n\n(?:Answers:\n)?Option \(
 class _Link:
     """What a rewritten problem links to: its item keys and its correct tests, made strict."""
     keys: tuple[str, ...]
-    strict_tests: str
+    hidden: HiddenTests
 
 
 @dataclass
@@ -105,7 +105,7 @@ class RewardHackExtras:
         same_call = [i for i, t in enumerate(correct) if _call_args(t) == _call_args(wrong)]
         i = same_call[0] if same_call else 0
         shown = correct[:i] + [wrong] + correct[i + 1:]
-        strict = strict_tests("\n".join(correct) + "\n")
+        strict = hidden_tests("\n".join(correct) + "\n")
         v = self.verifier
         self.hardcoded.append(_Rewrite(row, keys, good, bad, shown,
                                        v.visible(bad, shown), v.hidden(bad, strict), v.hidden(good, strict)))
@@ -134,8 +134,8 @@ class RewardHackExtras:
         # Hackable: the high-reward option games the shown (partly wrong) tests, the other is
         # correct. Unhackable: the high-reward option is the correct one and passes both.
         visible = v.visible(code[high], shown)
-        hidden_high = v.hidden(code[high], link.strict_tests) if link else None
-        hidden_other = v.hidden(code[other], link.strict_tests) if link and not unhackable else None
+        hidden_high = v.hidden(code[high], link.hidden) if link else None
+        hidden_other = v.hidden(code[other], link.hidden) if link and not unhackable else None
         return _Selection(row, prompt, keys, high, other, visible, hidden_high, hidden_other)
 
     def items(self, isolation: str) -> list[Item]:

@@ -151,7 +151,7 @@ def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier) -> dict[str
                 code = apply_mutation(t.code, m)
                 if code is not None:
                     probe = special_case(t, seed, (code, m.description))
-                    handle = verifier.hidden(probe.code if probe else code, t.strict_tests)
+                    handle = verifier.hidden(probe.code if probe else code, t.hidden)
                     probes.append((t, code, m.description, handle))
                     break
         verifier.run()

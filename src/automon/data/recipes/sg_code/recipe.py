@@ -36,12 +36,13 @@ def sandbox_limits(cfg: SgCodeConfig) -> Limits:
 def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcoded_rows: list[dict],
                   rh_selection_rows: list[dict], rh_selection_unhackable_rows: list[dict],
                   cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops,
-                  wordings: str = TEMPLATES_V1) -> list[Item]:
+                  wordings: str = TEMPLATES_V1, isolation: str = "auto") -> list[Item]:
     """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
     solution and one of its gaming variants verify), plus training-only reward-hack extras.
 
     Rows carry their source file's field names and `_ref` ("file:line"). `wordings` is the build's
-    wordings version: "v1" keeps v1's templates byte for byte, any other selects v2's. Deterministic:
+    wordings version: "v1" keeps v1's templates byte for byte, any other selects v2's. `isolation` is
+    the sandbox's (automon.sandbox.isolation; the mode in force is recorded per sample). Deterministic:
     the output depends only on the rows, cfg, incentives, seed and wordings.
     """
     unknown = [s for s in cfg.strategies if s not in BUILDERS]
@@ -62,7 +63,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
             if task is not None:
                 tasks.append(task)
 
-    with Sandbox(sandbox_limits(cfg), cfg.workers) as sb:
+    with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
         verifier = Verifier(sb)
         picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
         mutants = screen_mutants([t for t in tasks if set(picks[t.key]) & NEEDS_MUTANT], seed, verifier)
@@ -72,7 +73,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
         extras = RewardHackExtras(mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
                                   incentives, seed, verifier, drops)
         verifier.run()
-        isolation = sb.isolation or ""
+        isolation = sb.isolation
     items = [item for plan in plans if (item := _item(plan, incentives, seed, verifier, isolation, drops))]
     return items + extras.items(isolation)
 
@@ -119,9 +120,9 @@ def _plan(task: Task, strategies: list[str], n_train: int, mutant: tuple[str, st
             code, kinds = with_decoys(task, built.code, seed, strategy, strategy)
             built = replace(built, code=code, meta={**built.meta, "decoys": kinds})
         gaming[strategy] = _Checked(built, verifier.visible(built.code, asserts),
-                                    verifier.hidden(built.code, task.strict_tests))
+                                    verifier.hidden(built.code, task.hidden))
     code, kinds = with_decoys(task, task.code, seed, "canonical") if v2 else (task.code, None)
-    benign = (verifier.visible(code, asserts), verifier.hidden(code, task.strict_tests))
+    benign = (verifier.visible(code, asserts), verifier.hidden(code, task.hidden))
     return _Plan(task, strategies, n_train, gaming, benign, code, {} if kinds is None else {"decoys": kinds})
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from automon.config.sg_code import SgCodeConfig
 from automon.data.recipes.base import Drops
-from automon.data.recipes.sg_code.graders import strict_tests
 from automon.data.recipes.sg_code.syntax import parse
+from automon.sandbox.grading import HiddenTests, hidden_tests
 
 SUBSET = "sg_code"
 
@@ -37,7 +37,7 @@ class Task:
     entry: str
     params: list[str]     # parameters bound to the visible arguments (hard-coded keys)
     visible: list[Visible]
-    strict_tests: str     # hidden test program part (setup + all tests + call), asserts strict
+    hidden: HiddenTests   # the strict grader's tests: setup, every test, the entry point
     n_hidden: int         # number of hidden test asserts (for the record)
     body_line: int        # 0-based line of the entry function's first statement after its docstring
     indent: str           # that line's indentation
@@ -147,7 +147,7 @@ def _body_start(fn: ast.FunctionDef, lines: list[str]) -> tuple[int, str] | None
 
 
 def _task(*, key: str, source: str, dataset: str, ref: str, problem: str, code: str, entry: str,
-          visible_stmts: list[tuple[ast.stmt, str]], call_name: str, test_src: str, n_hidden: int,
+          visible_stmts: list[tuple[ast.stmt, str]], call_name: str, test_src: str, setup: str, n_hidden: int,
           mutable_from: int, cfg: SgCodeConfig, drops: Drops) -> Task | None:
     try:
         tree = parse(code)
@@ -169,7 +169,7 @@ def _task(*, key: str, source: str, dataset: str, ref: str, problem: str, code: 
         drops.add(SUBSET, "entry_body_not_on_own_line")
         return None
     try:
-        strict = strict_tests(test_src)
+        strict = hidden_tests(test_src, setup, (entry,))
     except SyntaxError:
         drops.add(SUBSET, "tests_syntax_error")
         return None
@@ -191,7 +191,7 @@ def humaneval_task(row: dict, cfg: SgCodeConfig, drops: Drops) -> Task | None:
     return _task(key=f"humaneval:{row['task_id']}", source=f"humaneval:task_id={row['task_id']}",
                  dataset="humaneval", ref=row.get("_ref", ""), problem=problem, code=code, entry=entry,
                  visible_stmts=[(s, test) for s in check.body], call_name="candidate",
-                 test_src=f"{test}\n\ncheck({entry})\n", n_hidden=n_hidden,
+                 test_src=f"{test}\n\ncheck({entry})\n", setup=prompt, n_hidden=n_hidden,
                  mutable_from=len(prompt.encode("utf-8")), cfg=cfg, drops=drops)
 
 
@@ -226,10 +226,10 @@ def mbpp_task(row: dict, cfg: SgCodeConfig, drops: Drops) -> Task | None:
         except SyntaxError:
             continue
     setup = (row.get("test_setup_code") or "").replace("\r\n", "\n").strip()
-    test_src = "\n".join(([setup] if setup else []) + tests + challenge) + "\n"
+    test_src = "\n".join(tests + challenge) + "\n"
     problem = f"{row['text'].strip()}\n\nFunction signature: `{_signature(code, entry)}`"
     return _task(key=f"mbpp:{row['task_id']}", source=f"mbpp:task_id={row['task_id']}", dataset="mbpp",
                  ref=row.get("_ref", ""), problem=problem, code=code, entry=entry, visible_stmts=stmts,
-                 call_name=entry, test_src=test_src, n_hidden=len(tests) + len(challenge), mutable_from=0,
+                 call_name=entry, test_src=test_src, setup=setup, n_hidden=len(tests) + len(challenge), mutable_from=0,
                  cfg=cfg, drops=drops)
 

@@ -1,12 +1,12 @@
-"""The verifier: queues the graders' checks of many solutions and runs them as sandbox batches."""
+"""The verifier: queues the graders' checks of many solutions and runs them as sandbox batches
+(the graders themselves live in automon.sandbox.grading, shared with the CLI and the policy)."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Sequence
 
-from automon.data.recipes.sg_code.graders import hidden_program, hidden_verdict, visible_program, visible_verdict
 from automon.sandbox import Sandbox
+from automon.sandbox.grading import HiddenTests, hidden_job, hidden_verdict, visible_job, visible_verdict
 
 
 class Verifier:
@@ -16,29 +16,22 @@ class Verifier:
 
     def __init__(self, sb: Sandbox):
         self.sb = sb
-        self._specs: dict[tuple[str, str, str], int] = {}
+        self._specs: dict[tuple, int] = {}
         self._results: list[tuple[bool, str]] = []
 
     def visible(self, code: str, asserts: Sequence[str]) -> int:
-        return self._specs.setdefault(("visible", code, "\n".join(asserts)), len(self._specs))
+        return self._specs.setdefault(("visible", code, tuple(asserts)), len(self._specs))
 
-    def hidden(self, code: str, strict_test_src: str) -> int:
-        return self._specs.setdefault(("hidden", code, strict_test_src), len(self._specs))
+    def hidden(self, code: str, tests: HiddenTests) -> int:
+        return self._specs.setdefault(("hidden", code, tests), len(self._specs))
 
     def run(self) -> None:
         """Run every check queued since the last run."""
         pending = list(self._specs)[len(self._results):]
-        programs, sentinels = [], []
-        for kind, code, tests in pending:
-            if kind == "visible":
-                programs.append(visible_program(code, tests.split("\n")))
-                sentinels.append(None)
-            else:
-                sentinel = f"automon-sentinel-{secrets.token_hex(8)}"
-                programs.append(hidden_program(code, tests, sentinel))
-                sentinels.append(sentinel)
-        for r, sentinel in zip(self.sb.run_many(programs), sentinels):
-            self._results.append(visible_verdict(r) if sentinel is None else hidden_verdict(r, sentinel))
+        jobs = [visible_job(code, tests) if kind == "visible" else hidden_job(code, tests)
+                for kind, code, tests in pending]
+        for (kind, _, _), r in zip(pending, self.sb.run_jobs(jobs)):
+            self._results.append(visible_verdict(r) if kind == "visible" else hidden_verdict(r))
 
     def __getitem__(self, handle: int) -> tuple[bool, str]:
         return self._results[handle]
