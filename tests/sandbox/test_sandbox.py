@@ -230,3 +230,28 @@ def test_without_pidfd_the_zygote_polls():
     done, slept = json.loads(r.stdout)
     assert done[:3] == ["exited", 2, None] and len(done[3]) > 4000
     assert slept[0] == "timeout"
+
+
+def test_one_jobs_tests_cannot_change_the_next_ones(sb):
+    """Graders run one after another in the worker: what a test changes in the interpreter
+    (builtins, recursion limit, argv, stdout) is restored before the next job's tests."""
+    from automon.sandbox.grading import hidden_job, hidden_tests
+
+    meddle = hidden_tests("import builtins, sys\nbuiltins.extra = 1\nsys.setrecursionlimit(60)\n"
+                          "sys.argv = ['x']\nsys.stdout = None\nassert f(1) == 1\n", remote=("f",))
+    check = hidden_tests("import builtins, sys\nassert not hasattr(builtins, 'extra') and sys.getrecursionlimit() > 60\n"
+                         "assert sys.argv == [''] and f(2) == 2\nprint('clean')\n", remote=("f",))
+    first, second = sb.run_jobs([hidden_job("def f(x):\n    return x\n", meddle),
+                                 hidden_job("def f(x):\n    return x\n", check)] * 2)[:2]
+    assert first.grader.ok and second.grader.ok and second.grader.stdout == "clean\n", second.grader
+
+
+def test_a_grader_that_never_ends_times_out(sb):
+    from automon.sandbox.grading import hidden_job, hidden_tests, hidden_verdict
+
+    spin = hidden_tests("assert f(1) == 1\nwhile True:\n    pass\n", remote=("f",))
+    t0 = time.monotonic()
+    g = sb.run_jobs([hidden_job("def f(x):\n    return x\n", spin)], Limits(timeout_s=0.5, memory_mb=256))[0]
+    assert g.grader.status == "timeout" and hidden_verdict(g) == (False, "timeout")
+    assert time.monotonic() - t0 < 10
+    assert sb.run("print('next')").stdout == "next\n"

@@ -81,21 +81,30 @@ def drop_caps() -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def private_mounts(mode: str, limits: Limits) -> None:
-    """In a program's process, before it drops its capabilities: a mount namespace of its own with
-    a fresh tmpfs on /tmp (its cwd; gone with it) and /proc, /dev/shm, /run hidden under empty
-    ones; in unshare mode every other mount read-only too (bwrap's already are)."""
+def zygote_mounts(mode: str) -> int:
+    """Once, in the zygote (it holds capabilities in its own user namespace): a mount namespace of
+    its own, which the programs it forks share, with a tmpfs on /tmp (their working space, emptied
+    after each program) and /proc, /dev/shm, /run hidden under empty ones; in unshare mode every
+    other mount read-only too (bwrap's already are). Returns a descriptor of the /proc that was
+    there, for the zygote's own accounting (programs never hold it)."""
     libc = _lib()
     check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private")
     if mode == ISOLATION_UNSHARE:
         readonly_everything()
-    size = f"size={limits.memory_mb}m,mode=0700".encode()
-    check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, size), "mount /tmp")
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=0700"), "mount /tmp")
     for hide in (b"/proc", b"/dev/shm", b"/run"):
         if os.path.isdir(hide):
             check(libc.mount(b"tmpfs", hide, b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
                               b"size=4k,mode=0555"), f"hide {hide.decode()}")
+    return proc
+
+
+def size_tmp(memory_mb: int) -> None:
+    """Set the size of the programs' /tmp (a program's files count against its memory)."""
+    check(_lib().mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_REMOUNT | _MS_NOSUID | _MS_NODEV,
+                       f"size={memory_mb}m".encode()), "resize /tmp")
 
 
 def rlimits(limits: Limits, tasks: int | None) -> None:

@@ -18,7 +18,7 @@ except ImportError:  # run inside the sandbox, beside wire.py
 
 
 
-class _Capture:
+class Capture:
     """Collects one stream, keeping its first and last `limit // 2` bytes (the tail holds the
     traceback and whatever a grader prints last)."""
 
@@ -64,7 +64,7 @@ class Proc:
 
     def __init__(self, pid: int, out_r: int, err_r: int, limits: Limits):
         self.pid = pid
-        self.caps = {out_r: _Capture(limits.output_bytes), err_r: _Capture(limits.output_bytes)}
+        self.caps = {out_r: Capture(limits.output_bytes), err_r: Capture(limits.output_bytes)}
         self.open = {out_r, err_r}
         self.reaped = None          # (status, rusage)
         self.killed_for = None      # "cpu" / "memory" when its tree was ended over a limit

@@ -1,23 +1,24 @@
 """The sandbox's worker: one per pool slot, started inside bubblewrap (or unshare; see isolation.py)
-as a plain script (`python -P -s -S -B worker.py --worker`), standard library only, with wire.py
-and execute.py beside it.
+as a plain script (`python -P -s -S -B worker.py --worker`), standard library only, with wire.py,
+execute.py, confine.py and watch.py beside it.
 
-Three kinds of process serve a job, so that nothing secret is ever inside the program's memory:
+Two processes serve every job, so that nothing secret is ever inside the program's memory:
 
-- the WORKER reads jobs from the pool (programs, hidden tests and all). At start-up, before it
-  reads a single job, it enters a user namespace of its own and forks
-- the ZYGOTE, the init (PID 1) of a fresh PID namespace, which forks each PROGRAM. The zygote never
-  sees a test or a program's text: the worker hands it a memfd holding the program (read by the
-  program's process itself), the program's ends of the call pipes and the limits. A program forked
-  from it inherits only the zygote's memory: preloaded modules, nothing of any job. The program
-  enters a mount namespace of its own (a private tmpfs /tmp, /proc and /dev/shm hidden), drops every
-  capability and runs under rlimits. The zygote watches it: wall deadline, the CPU time and resident
-  memory of its whole process tree (every process of the namespace), and afterwards kills every
-  process left (kill(-1) from init): no `setsid` + double fork outlives its run, and a program
-  cannot see or signal anything outside its namespace (the worker, the grader, other runs);
-- the GRADER of a graded job (the trusted hidden tests) is forked by the worker, outside the
-  program's PID namespace, not dumpable; it calls the program's functions over two pipes with
-  values as plain JSON (wire.Channel). The worker watches it and collects the zygote's report.
+- the WORKER reads jobs from the pool (programs, hidden tests and all) and runs each job's GRADER
+  itself: the trusted hidden tests, calling the program's functions over two pipes with values as
+  plain JSON (wire.Channel), outside the programs' PID namespace and not dumpable, so no program
+  can see, signal or read it. Interpreter state the tests may change is restored after each job.
+  At start-up, before it reads a single job, it forks (through a process that only waits)
+- the ZYGOTE, in a user and PID namespace of its own whose init (PID 1) it is, which forks each
+  PROGRAM. The zygote never sees a test or a program's text: the worker hands it a memfd holding
+  the program (read by the program's process itself), the program's ends of the call pipes and the
+  limits. A program forked from it inherits only the zygote's memory: preloaded modules, nothing of
+  any job. Programs share the zygote's mount namespace, set up once (a tmpfs /tmp, emptied after
+  each program; /proc, /dev/shm, /run hidden), drop every capability, install a seccomp filter and
+  run under rlimits. The zygote watches each: wall deadline, the CPU time, memory and tasks of its
+  whole process tree (every process of the namespace), and afterwards kills every process left
+  (kill(-1) from init): no `setsid` + double fork outlives its run, and a program cannot see or
+  signal anything outside its namespace (the worker, other runs).
 
 Isolation none (asked for by name only): the same processes without namespaces; a program's tree is
 its process group, killed at the end.
@@ -28,6 +29,9 @@ pins set and dict-of-str iteration order inside programs, so a batch is determin
 
 from __future__ import annotations
 
+import builtins
+import gc
+import io
 import json
 import os
 import select
@@ -45,13 +49,14 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 try:
     import confine
-    from watch import Proc, kill_group, spawn
+    from watch import Capture, Proc, kill_group, spawn
     from execute import run_grader, run_program
     from wire import ISOLATION_NONE, Limits, read_msg, send_msg
 finally:
     sys.path.remove(_HERE)
 
 _SCAN_S = 0.02  # how often the zygote sums a running program tree's CPU time and memory
+_RUN_DIR = "/tmp/run"  # a program's cwd and TMPDIR in contained modes (the zygote's tmpfs)
 _GRACE_S = 1.0  # the grader's deadline after the program's: it learns of the program's end first
 
 # Imported by the zygote so that programs find them already loaded (a child inherits them):
@@ -101,13 +106,11 @@ def _program(mode: str, limits: Limits, source_fd: int, calls: tuple[int, int] |
     os.close(source_fd)
     program = b"".join(chunks).decode("utf-8", "surrogatepass")
     if mode != ISOLATION_NONE:
-        confine.private_mounts(mode, limits)
         confine.rlimits(limits, tasks)
         confine.drop_caps()
         confine.seccomp()
-        os.makedirs("/tmp/run", 0o700, exist_ok=True)
-        os.chdir("/tmp/run")
-        os.environ["TMPDIR"] = "/tmp/run"
+        os.chdir(_RUN_DIR)
+        os.environ["TMPDIR"] = _RUN_DIR
     else:
         confine.rlimits(limits, None)
     for name in ("wire", "execute", "confine", "watch"):  # as for any script: not importable
@@ -123,6 +126,8 @@ class _Zygote:
     def __init__(self, mode: str, base: str, sock: socket.socket):
         self.mode, self.base, self.sock, self.n = mode, base, sock, 0
         self.contained = mode != ISOLATION_NONE
+        self.proc_fd = confine.zygote_mounts(mode) if self.contained else None
+        self.tmp_mb = None
 
     def serve(self) -> None:
         while True:
@@ -137,16 +142,20 @@ class _Zygote:
         limits = Limits(**req["limits"])
         source_fd, calls = fds[0], (tuple(fds[1:3]) if req["graded"] else None)
         t0 = time.monotonic()
-        tmp = None
-        if not self.contained:
+        if self.contained:
+            if limits.memory_mb != self.tmp_mb:
+                confine.size_tmp(limits.memory_mb)
+                self.tmp_mb = limits.memory_mb
+            tmp = _RUN_DIR
+        else:
             tmp = os.path.join(self.base, str(self.n))
-            os.mkdir(tmp, 0o700)
+        os.mkdir(tmp, 0o700)
         # Tasks of the sandbox's user in the zygote's user namespace while the program runs: the
         # process that waits for the zygote, the zygote, and the program's own.
         tasks = 2 + limits.processes
 
         def target():
-            if tmp is not None:
+            if not self.contained:
                 os.chdir(tmp)
                 os.environ["TMPDIR"] = tmp
             return _program(self.mode, limits, source_fd, calls, tasks)
@@ -159,11 +168,7 @@ class _Zygote:
             timed_out = self._watch(proc, limits, t0 + limits.timeout_s)
         finally:
             self._end(proc)
-            if tmp is not None:
-                try:
-                    os.rmdir(tmp)  # the common case: the program left nothing behind
-                except OSError:
-                    shutil.rmtree(tmp, ignore_errors=True)
+            _empty(os.path.dirname(tmp) if self.contained else tmp, tmp)
         result = proc.result(t0, timed_out)
         proc.close()
         return result
@@ -181,7 +186,7 @@ class _Zygote:
             proc.step(ready)
             if self.contained and proc.reaped is None and time.monotonic() >= next_scan:
                 next_scan = time.monotonic() + _SCAN_S
-                cpu, mem, tasks = _tree_usage()
+                cpu, mem, tasks = _tree_usage(self.proc_fd)
                 over = ("cpu" if cpu > limits.cpu_limit * 1.05 + 0.05 else
                         "memory" if mem > limits.memory_mb * 1024 * 1024 else
                         "processes" if tasks > limits.processes else None)
@@ -210,30 +215,54 @@ class _Zygote:
                 break
 
 
-def _tree_usage() -> tuple[float, int, int]:
-    """CPU seconds (live processes and the children they reaped) and memory (proportional set
-    size: a page shared by n processes counts 1/n in each, so forked children are not charged for
-    their parent's pages) of the running program's processes: every process in the zygote's PID
-    namespace (or one nested in it) but the zygote. /proc is the worker's, one level up: NSpid lists
-    a process's pid there, then in the zygote's namespace (where the zygote is 1), then deeper."""
+def _empty(top: str, run_dir: str) -> None:
+    """After a program: remove what it left (contained: everything in the programs' /tmp; else its
+    own directory). Its processes are gone, so nothing writes there any more."""
+    try:
+        os.rmdir(run_dir)  # the common case: the program left nothing behind
+    except OSError:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if top != run_dir:
+        for name in os.listdir(top):
+            path = os.path.join(top, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+
+
+def _read(dir_fd: int, path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
+def _tree_usage(proc_fd: int) -> tuple[float, int, int]:
+    """CPU seconds (live processes and the children they reaped), memory (proportional set size:
+    a page shared by n processes counts 1/n in each, so forked children are not charged for their
+    parent's pages; the resident size where that is not readable) and tasks of the running
+    program's processes: every process in the zygote's PID namespace (or one nested in it) but the
+    zygote. `proc_fd` is the worker's /proc, one level up: NSpid lists a process's pid there, then
+    in the zygote's namespace (where the zygote is 1), then deeper."""
     tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
     cpu, mem, tasks = 0, 0, 0
-    for name in os.listdir("/proc"):
+    for name in os.listdir(proc_fd):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/status", "rb") as f:
-                ns_pids = next((ln.split()[1:] for ln in f if ln.startswith(b"NSpid:")), [])
+            status = _read(proc_fd, f"{name}/status")
+            ns_pids = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith(b"NSpid:")), [])
             if len(ns_pids) < 2 or ns_pids[1] == b"1":
                 continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+            fields = _read(proc_fd, f"{name}/stat").rsplit(b")", 1)[1].split()
             cpu += sum(int(x) for x in fields[11:15])
             tasks += int(fields[17])
             try:
-                with open(f"/proc/{name}/smaps_rollup", "rb") as f:
-                    mem += next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith(b"Pss:"))
-            except (OSError, StopIteration):  # not readable here: the resident size, shared pages and all
+                rollup = _read(proc_fd, f"{name}/smaps_rollup")
+                mem += next(int(ln.split()[1]) * 1024 for ln in rollup.splitlines() if ln.startswith(b"Pss:"))
+            except (OSError, StopIteration):
                 mem += int(fields[21]) * page
         except OSError:
             continue
@@ -280,6 +309,9 @@ def _start_zygote(mode: str, base: str, cgroup_fd: int | None) -> tuple[socket.s
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # no handler: as init, a program's SIGINT is ignored
             for name in _PRELOAD:
                 __import__(name)
+            # Objects that exist now are never collected: a child's collections then leave their
+            # pages alone instead of writing to (and so copying) every one of them after the fork.
+            gc.freeze()
             _Zygote(mode, base, theirs).serve()
             code = 0
     except BaseException:
@@ -292,14 +324,51 @@ def _start_zygote(mode: str, base: str, cgroup_fd: int | None) -> tuple[socket.s
 # The worker: reads jobs, hands programs to the zygote, runs graders.
 
 
-def _grader(mode: str, limits: Limits, spec: dict, calls: tuple[int, int]) -> int:
-    """The grader's process: trusted setup, then the tests with the program's functions as remote
-    calls. It never runs a line of the program, and the program cannot read its memory."""
-    confine.prctl(confine.PR_SET_DUMPABLE, 0)
-    if mode != ISOLATION_NONE:
-        confine.drop_caps()
-    confine.rlimits(limits, None)
-    return run_grader(spec, calls)
+class _GraderTimeout(BaseException):
+    """The grader ran past its deadline (a BaseException: tests' `except Exception` cannot swallow it)."""
+
+
+def _grade(spec: dict, calls: tuple[int, int], limits: Limits, t0: float) -> list:
+    """Run the grader (trusted setup + tests, the program's functions as remote calls) here, in the
+    worker: outside the programs' PID namespace, where no program can see, signal or read it. Its
+    stdout / stderr are captured; interpreter state the tests may change is restored afterwards,
+    so one job's tests cannot change the next one's. RunResult's fields."""
+    saved = (sys.stdout, sys.stderr, sys.argv, sys.excepthook, sys.getrecursionlimit(), dict(builtins.__dict__))
+    sys.stdout, sys.stderr = out, err = io.StringIO(), io.StringIO()
+
+    fired = []
+
+    def expire(*_):
+        fired.append(True)  # run_as_main reports any exception, this one too: the flag says it was ours
+        raise _GraderTimeout
+
+    old_alarm = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, t0 + limits.timeout_s + _GRACE_S - time.monotonic()))
+    cpu0, timed_out, code = time.process_time(), False, 1
+    try:
+        code = run_grader(spec, calls)
+        timed_out = bool(fired)
+    except _GraderTimeout:
+        timed_out = True
+    except BaseException as e:  # the tests broke the interpreter's own error reporting
+        err.write(f"\n{type(e).__name__}: {e}\n")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        for fd in calls:
+            os.close(fd)
+        sys.stdout, sys.stderr, sys.argv, sys.excepthook = saved[:4]
+        sys.setrecursionlimit(saved[4])
+        if builtins.__dict__ != saved[5]:
+            builtins.__dict__.clear()
+            builtins.__dict__.update(saved[5])
+    caps = [Capture(limits.output_bytes) for _ in range(2)]
+    for cap, buf in zip(caps, (out, err)):
+        cap.add(buf.getvalue().encode("utf-8", "backslashreplace"))
+    times = [round(time.monotonic() - t0, 4), round(time.process_time() - cpu0, 4)]
+    if timed_out:
+        return ["timeout", None, None, caps[0].text(), caps[1].text(), *times]
+    return ["exited", code, None, caps[0].text(), caps[1].text(), *times]
 
 
 class _Worker:
@@ -330,41 +399,9 @@ class _Worker:
         finally:
             for fd in fds:
                 os.close(fd)
-        grader = None
-        try:
-            if spec is not None:
-                grader = spawn(lambda: _grader(self.mode, limits, spec, calls_g), limits, calls_g)
-        finally:
-            for fd in calls_g:
-                os.close(fd)
-        program = self._wait(grader, t0 + limits.timeout_s + _GRACE_S)
-        if grader is None:
-            return program
-        timed_out = grader.reaped is None
-        if timed_out:
-            kill_group(grader.pid)
-        grader.finish()
-        result = grader.result(t0, timed_out)
-        grader.close()
-        return {"program": program, "grader": result}
-
-    def _wait(self, grader: Proc | None, deadline: float) -> list:
-        """The zygote's report on the program, watching the grader meanwhile (until its deadline)."""
-        report = None
-        while report is None or (grader is not None and not grader.done() and time.monotonic() < deadline):
-            fds = [self.zygote] if report is None else []
-            timeout = None
-            if grader is not None and not grader.done():
-                fds += grader.fds()
-                timeout = max(0.0, deadline - time.monotonic())
-                if grader.pidfd is None:
-                    timeout = min(timeout, _SCAN_S)
-            ready, _, _ = select.select(fds, [], [], timeout)
-            if self.zygote in ready:
-                report, _ = _sock_recv(self.zygote)
-            if grader is not None:
-                grader.step([fd for fd in ready if fd is not self.zygote])
-        return report
+        grader = _grade(spec, calls_g, limits, t0) if spec is not None else None
+        report, _ = _sock_recv(self.zygote)  # the program's run: it ended, or it was ended
+        return report if grader is None else {"program": report, "grader": grader}
 
 
 def serve() -> None:
