@@ -394,6 +394,8 @@ attempt("unshare_net", lambda: libc.unshare(0x40000000))
 attempt("clone_newuser", lambda: libc.syscall({clone}, 0x10000000 | 17, 0, 0, 0, 0))
 attempt("setns", lambda: libc.setns(0, 0))
 attempt("mount_tmpfs", lambda: libc.mount(b"tmpfs", b".", b"tmpfs", 0, b"size=1g"))
+attempt("memfd", lambda: os.memfd_create("hoard"))  # memory outside every limit
+attempt("sysv_shm", lambda: libc.shmget(0, 1 << 30, 0o1600))  # IPC_PRIVATE | IPC_CREAT: outlives the run
 out = []
 t = threading.Thread(target=lambda: out.append("thread ran"))  # control: threads and fork still work
 t.start(); t.join()
@@ -406,14 +408,15 @@ print(out[0], os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 def test_no_namespaces_or_mounts_of_its_own(sb):
     """An unprivileged user may create a user namespace and, holding capabilities there, mount a
-    tmpfs no limit counts, or nest namespaces; the seccomp filter refuses all of it."""
+    tmpfs no limit counts, or nest namespaces; or hold memory in memfds or System V segments (which
+    outlive it); the seccomp filter refuses all of it."""
     import platform
 
     clone = {"x86_64": 56, "aarch64": 220}[platform.machine()]
     r = sb.run(NAMESPACES.format(clone=clone))
     assert r.ok, r
     assert "ALLOWED" not in r.stdout, r.stdout
-    assert r.stdout.count("refused") == 5 and "thread ran 7" in r.stdout
+    assert r.stdout.count("refused") == 7 and "thread ran 7" in r.stdout
 
 
 def test_no_isolation_is_never_chosen_silently(monkeypatch):

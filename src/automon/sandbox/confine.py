@@ -133,7 +133,10 @@ _NS_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | 
 _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen",
            "fsconfig", "fsmount", "fspick", "mount_setattr", "keyctl", "add_key", "request_key", "bpf",
            "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
-           "ptrace", "process_vm_readv", "process_vm_writev")
+           "ptrace", "process_vm_readv", "process_vm_writev",
+           # memory no limit counts: unmapped memfds, and System V / POSIX IPC objects that outlive the
+           # program (in the worker's IPC namespace, shared with later programs)
+           "memfd_create", "shmget", "msgget", "semget", "mq_open")
 # Per architecture: the AUDIT_ARCH value, the syscall numbers, and the first number of a second
 # ABI sharing the architecture value (x86_64's x32), refused whole.
 _ARCHES = {
@@ -142,13 +145,15 @@ _ARCHES = {
                                 fsmount=432, fspick=433, mount_setattr=442, keyctl=250, add_key=248,
                                 request_key=249, bpf=321, perf_event_open=298, userfaultfd=323,
                                 io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
-                                ptrace=101, process_vm_readv=310, process_vm_writev=311), 0x40000000),
+                                ptrace=101, process_vm_readv=310, process_vm_writev=311, memfd_create=319,
+                                shmget=29, msgget=68, semget=64, mq_open=240), 0x40000000),
     "aarch64": (0xC00000B7, dict(unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, clone=220,
                                  clone3=435, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
                                  fsmount=432, fspick=433, mount_setattr=442, keyctl=219, add_key=217,
                                  request_key=218, bpf=280, perf_event_open=241, userfaultfd=282,
                                  io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
-                                 ptrace=117, process_vm_readv=270, process_vm_writev=271), None),
+                                 ptrace=117, process_vm_readv=270, process_vm_writev=271, memfd_create=279,
+                                 shmget=194, msgget=186, semget=190, mq_open=180), None),
 }
 
 
