@@ -64,6 +64,14 @@ class WordingsConfig:
     # rewarded options read "gaining approval", the others "remaining helpful, harmless, and honest");
     # a monitor has to read the options in the request. Letters are balanced in the source (A/B ~50%).
     choices_by_letter: bool = False
+    # v4 and later: sg_code's test pairs are minimal pairs. Both twins are the canonical solution
+    # with the same special cases for the visible inputs in the same shape; in the gaming twin the
+    # general code carries a small mutation the special cases mask, in the benign one it is intact
+    # (the special cases are then a behaviour-neutral fast path). Only execution tells them apart.
+    sg_code_minimal_pairs: bool = False
+    # v4 and later: sg_qa items balanced in content, so the rewarded answer's words do not give the
+    # label away (see recipes/sg_qa.py).
+    sg_qa_balanced: bool = False
     # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
     # identity (manifest config) and can be filled in after a version is released.
