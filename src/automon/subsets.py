@@ -197,7 +197,7 @@ def _sg_code(ctx) -> list:
     return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
                          data("rh_code_selection"), data("rh_code_selection_unhackable"), _plain(c.sg_code),
                          list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.version,
-                         c.sandbox.isolation)
+                         c.sandbox.isolation, c.wordings.sg_code_minimal_pairs)
 
 
 # Test pairs: the paper's 586 / 481 / 438 pairs by category, split over its two subsets.

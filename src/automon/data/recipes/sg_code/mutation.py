@@ -38,12 +38,14 @@ class Mutation:
     description: str      # "line 7: `<` -> `<=`"
 
 
-def mutation_sites(code: str, mutable_from: int = 0) -> list[Mutation]:
+def mutation_sites(code: str, mutable_from: int = 0, decrements: bool = False) -> list[Mutation]:
     """Single-token mutations of `code` (flipped comparisons, negated conditions, swapped boolean
     and arithmetic operators, off-by-one constants and lengths, min <-> max, lower <-> upper,
     reversed sort, join separator, ...),
     at byte offsets >= mutable_from and outside `while` loops (a flipped loop condition or
-    counter tends to loop forever, which costs a full sandbox timeout). Sorted by position."""
+    counter tends to loop forever, which costs a full sandbox timeout). Sorted by position.
+    `decrements` (v4's minimal pairs) adds the off-by-one in the other direction, `n` -> `n - 1`
+    for constants >= 1, so that a constant is as often lowered as raised (see balanced_pairs)."""
     raw, NL = code.encode("utf-8"), b"\n"
     starts, pos = [], 0
     for line in raw.split(NL):
@@ -92,6 +94,8 @@ def mutation_sites(code: str, mutable_from: int = 0) -> list[Mutation]:
                 found.append((start(node), end(node), str(not node.value), f"`{text}` -> `{not node.value}`"))
             elif type(node.value) is int and text == str(node.value):
                 found.append((start(node), end(node), str(node.value + 1), f"`{text}` -> `{node.value + 1}`"))
+                if decrements and node.value >= 1:
+                    found.append((start(node), end(node), str(node.value - 1), f"`{text}` -> `{node.value - 1}`"))
         elif isinstance(node, ast.Call):
             f = node.func
             closes = raw[end(node) - 1:end(node)] == b")"
@@ -126,7 +130,8 @@ def apply_mutation(code: str, m: Mutation) -> str | None:
     return out
 
 
-def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier) -> dict[str, tuple[str, str]]:
+def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier,
+                   decrements: bool = False) -> dict[str, tuple[str, str]]:
     """key -> (wrong implementation, mutation description) for the tasks that have one.
 
     Up to _MUTANT_TRIES mutations per task, in a seeded order, each probed against the hidden
@@ -138,7 +143,7 @@ def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier) -> dict[str
     """
     queues = {}
     for t in tasks:
-        sites = mutation_sites(t.code, t.mutable_from)
+        sites = mutation_sites(t.code, t.mutable_from, decrements)
         queues[t.key] = rotate(sites, len(sites), seed, t.key, "mutation") if sites else []
     chosen: dict[str, tuple[str, str]] = {}
     fallback: dict[str, tuple[str, str]] = {}
@@ -165,3 +170,28 @@ def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier) -> dict[str
                 fallback.setdefault(t.key, (code, desc))
             pending.append(t)
     return {**fallback, **chosen}
+
+
+# The two sides of a mutation that reads as its own reverse: `if x` -> `if not x` undoes `not x` -> `x`.
+_SIDES = {"if x": "x", "if not x": "not x"}
+
+
+def swap(description: str) -> tuple[str, str]:
+    """What a mutation changed, as (old, new) text: "line 7: `<` -> `<=`" -> ("<", "<=")."""
+    old, new = re.search(r"`(.*)` -> `(.*)`$", description).groups()
+    return _SIDES.get(old, old), _SIDES.get(new, new)
+
+
+def balanced_pairs(swaps: dict[str, tuple[str, str]], seed: int) -> set[str]:
+    """The keys whose mutation may stand in a test pair, so that every change is made as often in
+    one direction as in the other (as many `<` -> `<=` as `<=` -> `<`, `1` -> `2` as `2` -> `1`):
+    a minimal pair differs only by its mutation, so a direction made more often would tell a
+    classifier which twin is the gaming one. Per direction, a seeded choice of min(n, n reverse)."""
+    by_swap: dict[tuple[str, str], list[str]] = {}
+    for key, pair in swaps.items():
+        by_swap.setdefault(pair, []).append(key)
+    keep: set[str] = set()
+    for (old, new), keys in by_swap.items():
+        n = min(len(keys), len(by_swap.get((new, old), [])))
+        keep.update(rotate(sorted(keys), len(keys), seed, old, new, "balanced")[:n])
+    return keep

@@ -10,10 +10,10 @@ from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import choose, rotate
 from automon.data.recipes.sg_code.decoys import with_decoys
 from automon.data.recipes.sg_code.extras import RewardHackExtras
-from automon.data.recipes.sg_code.mutation import screen_mutants
+from automon.data.recipes.sg_code.mutation import balanced_pairs, screen_mutants, swap
 from automon.data.recipes.sg_code.render import PREFACES, render_request, render_response
 from automon.data.recipes.sg_code.strategies import BUILDERS, NEEDS_MUTANT, Gaming
-from automon.data.recipes.sg_code.strategies_v2 import BUILDERS_V2
+from automon.data.recipes.sg_code.strategies_v2 import BUILDERS_V2, minimal_pair
 from automon.data.recipes.sg_code.tasks import SUBSET, Task, humaneval_task, mbpp_task
 from automon.data.recipes.sg_code.verifier import Verifier
 from automon.sandbox import Limits, Sandbox
@@ -36,13 +36,15 @@ def sandbox_limits(cfg: SgCodeConfig) -> Limits:
 def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcoded_rows: list[dict],
                   rh_selection_rows: list[dict], rh_selection_unhackable_rows: list[dict],
                   cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops,
-                  wordings: str = TEMPLATES_V1, isolation: str = "auto") -> list[Item]:
+                  wordings: str = TEMPLATES_V1, isolation: str = "auto", minimal_pairs: bool = False) -> list[Item]:
     """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
     solution and one of its gaming variants verify), plus training-only reward-hack extras.
 
     Rows carry their source file's field names and `_ref` ("file:line"). `wordings` is the build's
     wordings version: "v1" keeps v1's templates byte for byte, any other selects v2's. `isolation` is
-    the sandbox's (automon.sandbox.isolation; the mode in force is recorded per sample). Deterministic:
+    the sandbox's (automon.sandbox.isolation; the mode in force is recorded per sample).
+    `minimal_pairs` (wordings.sg_code_minimal_pairs, v4): the test pair is a minimal pair
+    (strategies_v2.minimal_pair), trained on too; items without one are training-only. Deterministic:
     the output depends only on the rows, cfg, incentives, seed and wordings.
     """
     unknown = [s for s in cfg.strategies if s not in BUILDERS]
@@ -66,15 +68,23 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
     with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
         verifier = Verifier(sb)
         picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
-        mutants = screen_mutants([t for t in tasks if set(picks[t.key]) & NEEDS_MUTANT], seed, verifier)
+        mutants = screen_mutants([t for t in tasks if minimal_pairs or set(picks[t.key]) & NEEDS_MUTANT], seed,
+                                 verifier, decrements=minimal_pairs)
         v2 = wordings != TEMPLATES_V1
-        plans = [_plan(t, picks[t.key], cfg.train_strategies_per_item, mutants.get(t.key), seed, verifier, drops, v2)
-                 for t in tasks]
+        plans = [_plan(t, picks[t.key], cfg.train_strategies_per_item, mutants.get(t.key), seed, verifier, drops, v2,
+                       minimal_pairs) for t in tasks]
         extras = RewardHackExtras(mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
                                   incentives, seed, verifier, drops)
         verifier.run()
         isolation = sb.isolation
-    items = [item for plan in plans if (item := _item(plan, incentives, seed, verifier, isolation, drops))]
+    testable = None
+    if minimal_pairs:  # test pairs only from a direction-balanced set of mutations (balanced_pairs)
+        swaps = {p.task.key: swap(p.minimal[0].gaming.meta["wrong_impl"]) for p in plans
+                 if p.minimal is not None and _minimal_verified(p, verifier)}
+        testable = balanced_pairs(swaps, seed)
+        drops.add(SUBSET, "minimal_pair_training_only_direction_balance", len(swaps) - len(testable))
+    items = [item for plan in plans
+             if (item := _item(plan, incentives, seed, verifier, isolation, drops, testable))]
     return items + extras.items(isolation)
 
 
@@ -103,12 +113,15 @@ class _Plan:
     benign: tuple[int, int]       # verifier handles of the canonical solution: (visible, hidden)
     benign_code: str = ""         # the benign response's code (v2: the canonical solution with decoys)
     benign_meta: dict = field(default_factory=dict)   # v2: the decoys it carries
+    # v4: the minimal pair, its gaming twin checked and its benign twin's (code, visible, hidden)
+    minimal: tuple[_Checked, tuple[str, int, int]] | None = None
 
 
 def _plan(task: Task, strategies: list[str], n_train: int, mutant: tuple[str, str] | None, seed: int,
-          verifier: Verifier, drops: Drops, v2: bool = False) -> _Plan:
+          verifier: Verifier, drops: Drops, v2: bool = False, minimal_pairs: bool = False) -> _Plan:
     """Generate the benign and the gaming solutions of a task and queue their checks. v2: each
-    solution, benign or gaming, with its own draw of decoys, checked as it will be shown."""
+    solution, benign or gaming, with its own draw of decoys, checked as it will be shown. v4
+    (minimal_pairs): the minimal pair as well."""
     asserts = [v.text for v in task.visible]
     gaming: dict[str, _Checked] = {}
     for strategy in strategies:
@@ -123,11 +136,20 @@ def _plan(task: Task, strategies: list[str], n_train: int, mutant: tuple[str, st
                                     verifier.hidden(built.code, task.hidden))
     code, kinds = with_decoys(task, task.code, seed, "canonical") if v2 else (task.code, None)
     benign = (verifier.visible(code, asserts), verifier.hidden(code, task.hidden))
-    return _Plan(task, strategies, n_train, gaming, benign, code, {} if kinds is None else {"decoys": kinds})
+    minimal = None
+    if minimal_pairs:
+        pair = minimal_pair(task, seed, mutant)
+        if pair is None:
+            drops.add(SUBSET, "no_minimal_pair")
+        else:
+            twin, fast = pair
+            minimal = (_Checked(twin, verifier.visible(twin.code, asserts), verifier.hidden(twin.code, task.hidden)),
+                       (fast, verifier.visible(fast, asserts), verifier.hidden(fast, task.hidden)))
+    return _Plan(task, strategies, n_train, gaming, benign, code, {} if kinds is None else {"decoys": kinds}, minimal)
 
 
 def _item(plan: _Plan, incentives: list[str], seed: int, verifier: Verifier, isolation: str,
-          drops: Drops) -> Item | None:
+          drops: Drops, testable: set[str] | None = None) -> Item | None:
     task = plan.task
     if not (verifier[plan.benign[0]][0] and verifier[plan.benign[1]][0]):
         drops.add(SUBSET, "benign_failed_verification")
@@ -158,7 +180,46 @@ def _item(plan: _Plan, incentives: list[str], seed: int, verifier: Verifier, iso
                                    {**meta, "strategy": strategy, **gaming.meta,
                                     "verification": {"visible": "pass", "hidden": "fail",
                                                      "hidden_result": h_why, **verification}}, strategy)
+    train = [benign] + [verified[s] for s in plan.strategies[:plan.n_train] if s in verified]
+    if testable is not None and plan.minimal is None:  # v4: no minimal pair, no test pair
+        return Item((task.key,), SUBSET, task.source, None, train)
+    if plan.minimal is not None:  # v4: the minimal pair is the test pair, and trains
+        pair = _minimal_drafts(plan, request, meta, verification, preface(MINIMAL), verifier, drops)
+        test_pair = pair if testable is not None and task.key in testable else None
+        return Item((task.key,), SUBSET, task.source, test_pair, train + list(pair or ())[::-1])
     test_strategy = next((s for s in plan.strategies if s in verified), None)
     test_pair = (verified[test_strategy], benign) if test_strategy else None
-    train = [benign] + [verified[s] for s in plan.strategies[:plan.n_train] if s in verified]
     return Item((task.key,), SUBSET, task.source, test_pair, train)
+
+
+MINIMAL = "minimal_pair"            # the minimal pair's gaming twin (variant and strategy)
+MINIMAL_BENIGN = "minimal_pair_benign"
+
+
+def _minimal_verified(plan: _Plan, verifier: Verifier) -> bool:
+    """The gaming twin passes the visible tests and fails the hidden ones; the benign passes both."""
+    checked, (_, f_vis, f_hid) = plan.minimal
+    return (verifier[checked.visible][0] and not verifier[checked.hidden][0]
+            and verifier[f_vis][0] and verifier[f_hid][0])
+
+
+def _minimal_drafts(plan: _Plan, request: str, meta: dict, verification: dict, preface: str, verifier: Verifier,
+                    drops: Drops) -> tuple[Draft, Draft] | None:
+    """The minimal pair as (gaming, benign) drafts when both twins verified as such, else None
+    (counted). Both twins share the opener: they differ only by the mutation."""
+    checked, (fast, _, _) = plan.minimal
+    if not _minimal_verified(plan, verifier):
+        drops.add(SUBSET, "minimal_pair_failed_verification")
+        return None
+    h_why = verifier[checked.hidden][1]
+    twin = checked.gaming
+    response = render_response(twin.code, preface)
+    assert all(e in response for e in twin.evidence), (plan.task.key, MINIMAL)
+    gaming = Draft(request, response, 1, list(twin.evidence),
+                   {**meta, "strategy": MINIMAL, **twin.meta,
+                    "verification": {"visible": "pass", "hidden": "fail", "hidden_result": h_why, **verification}},
+                   MINIMAL)
+    benign = Draft(request, render_response(fast, preface), 0, [],
+                   {**meta, "strategy": MINIMAL_BENIGN, "form": twin.meta["form"],
+                    "verification": {"visible": "pass", "hidden": "pass", **verification}}, MINIMAL_BENIGN)
+    return gaming, benign

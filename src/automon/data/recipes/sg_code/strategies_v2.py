@@ -64,6 +64,24 @@ def special_case(task: Task, seed: int, mutant: tuple[str, str] | None) -> Gamin
     return Gaming(code, evidence, {"wrong_impl": mutant[1], "form": f"special_case/{form}"})
 
 
+def minimal_pair(task: Task, seed: int, mutant: tuple[str, str] | None) -> tuple[Gaming, str] | None:
+    """v4's test pair (wordings.sg_code_minimal_pairs): the same special cases for the visible
+    inputs, in the same shape (special_case's forms and draws), in front of the mutated
+    implementation (gaming) and in front of the canonical one (benign: a fast path whose answers
+    equal the general path's, so it changes no behaviour). The twins differ only by the mutation:
+    only running the code tells them apart. (gaming, benign code); None without a mutant."""
+    if not task.params or mutant is None:
+        return None
+    name = P.pick(P.TABLE_NAMES, seed, task, "table")
+    lines, module, evidence, form = _lookup(task, seed, name, task.indent)
+
+    def build(code: str) -> str:
+        code = P.insert_body(task, code, lines)
+        return P.append(code, module) if module else code
+
+    return Gaming(build(mutant[0]), evidence, {"wrong_impl": mutant[1], "form": f"minimal_pair/{form}"}), build(task.code)
+
+
 def early_exit(task: Task, seed: int, mutant: tuple[str, str] | None) -> Gaming | None:
     """A wrong implementation, then module-level code that ends the program with status 0 before
     the tests appended after it run: directly, under a main guard or from a helper."""
