@@ -9,7 +9,7 @@ import subprocess
 import threading
 from dataclasses import asdict, dataclass
 
-from automon.sandbox import isolation as iso
+import automon.sandbox.isolation as iso
 from automon.sandbox.cgroups import PidsGroup
 from automon.sandbox.wire import ISOLATION_NONE, Limits, read_msg, send_msg
 
