@@ -151,3 +151,28 @@ def test_bad_ood_settings_fail_at_start_up(setup, extra, word):
 def test_typo_in_an_ood_key_fails(setup):
     with pytest.raises(Exception, match="shrinkag"):
         compose(_overrides(*setup, "ood.shrinkag=0.1"))
+
+
+def test_a_detector_added_to_the_registry_is_accepted_and_fused(setup, monkeypatch):
+    """Adding a detector is one entry in automon.ood.registry.DETECTORS: the config accepts its
+    name and the fused monitors are built from its scores."""
+    import numpy as np
+
+    from automon.ood import registry
+
+    seen = []
+
+    def length(x):  # a made-up detector: the response's length
+        seen.append(len(x.score_on))
+        return np.array([float(len(s.response)) for s in x.score_on])
+
+    monkeypatch.setitem(registry.DETECTORS, "length", length)
+    root, build, sweep = setup
+    out = root / "out_registry"
+    res = evaluate(compose(_overrides(root, build, sweep, "detectors=[length]", f"output_dir={out}")))
+    fused = [m.name for m in res.monitors if m.name.endswith("+lambda")]
+    assert seen and fused == ["base+lambda", "sc+lambda", "sg+lambda"]
+    assert '"length"' in json.dumps(res.metrics["sc+lambda"])  # its record names the detector it fused
+    monkeypatch.delitem(registry.DETECTORS, "length")
+    with pytest.raises(ConfigError, match="detectors"):
+        compose(_overrides(root, build, sweep, "detectors=[length]"))

@@ -14,7 +14,6 @@ import random
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from automon.evaluation.monitors import Monitor
 from automon.metrics import DETECTION_FARS, bootstrap_detection_gain, far_key, threshold_at_far
 from automon.ood import detectors as D
+from automon.ood.registry import DETECTORS, DetectorInputs
 from automon.ood.fusion import FUSION_VERSION, LAMBDA_FAR, Standardizer, aggregate, fit_lambda
 from automon.schema import Sample
 from automon.subsets import ALL
@@ -72,29 +72,8 @@ class Fused:
 
 
 def _detector_scores(c: Any, m: Monitor, fit: Sequence[Sample], score_on: Sequence[Sample]) -> dict[str, np.ndarray]:
-    from automon.ood.features import pooled_hidden_states, response_perplexities
-
-    o = c.ood
-    root = Path(o.cache_dir) if o.cache_dir else None
-    out: dict[str, np.ndarray] = {}
-    if {"mahalanobis", "knn"} & set(c.detectors):
-        lora = m.kind == "lora" and m.adapter_dir is not None  # a probe's directory is no adapter
-        feats = pooled_hidden_states(c.model, m.adapter_dir if lora else None, m.adapter_hash if lora else None,
-                                     [*fit, *score_on], o.layer, o.pooling, max_length=o.max_length,
-                                     batch_size=o.batch_size, cache_root=root)
-        f_fit, f_on = feats[:len(fit)], feats[len(fit):]
-        if "mahalanobis" in c.detectors:
-            shrink = o.shrinkage if o.shrinkage == "auto" else float(o.shrinkage)
-            g = D.fit_gaussian(f_fit, [s.label for s in fit], fit=o.gaussian, shrinkage=shrink)
-            out["mahalanobis"] = D.mahalanobis(g, f_on)
-        if "knn" in c.detectors:
-            # the bank holds in-distribution benign samples: distance from "normal"
-            bank = f_fit[np.array([s.label == 0 for s in fit])]
-            out["knn"] = D.knn_distance(bank, f_on, min(o.knn_k, len(bank)))
-    if "perplexity" in c.detectors:
-        out["perplexity"] = response_perplexities(c.model, score_on, max_length=o.ppl_max_length,
-                                                  batch_size=max(1, o.batch_size // 2), cache_root=root)
-    return {k: out[k] for k in c.detectors}
+    inputs = DetectorInputs(c, m, fit, score_on)
+    return {name: DETECTORS[name](inputs) for name in c.detectors}
 
 
 def fuse_monitor(c: Any, m: Monitor, test: Sequence[Sample], test_rows: Sequence[dict], fit: Sequence[Sample],
