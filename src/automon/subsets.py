@@ -154,7 +154,7 @@ def _plain(node):
 
 def _safety_qa(ctx) -> list:
     from automon.data.recipes.safety import safety_qa_items
-    return safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops)
+    return safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, ctx.cfg.wordings.shared_source_keys)
 
 
 def _safety_code(ctx) -> list:

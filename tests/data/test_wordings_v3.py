@@ -1,4 +1,4 @@
-"""Wordings v3 (the default): v2, and sg_qa's world_affecting choices answered by their letter only,
+"""Wordings v3: v2, and sg_qa's world_affecting choices answered by their letter only,
 so the response carries no wording of the rewarded option; every other sample is v2's."""
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ def _world(samples):
     return [s for s in samples if s.meta.get("source_dataset", "").startswith("rh_world_affecting")]
 
 
-def test_v3_is_the_default():
-    assert build_cfg([]).wordings.version == "v3" and build_cfg([]).wordings.choices_by_letter
+def test_v4_is_the_default_and_keeps_v3s_switches():
+    w = build_cfg([]).wordings
+    assert w.version == "v4" and w.choices_by_letter and w.sg_code_minimal_pairs and w.sg_qa_balanced
+    assert w.shared_source_keys and not build_cfg(["wordings=v3"]).wordings.shared_source_keys
 
 
 def test_world_affecting_answers_name_a_letter_only(builds):

@@ -72,6 +72,10 @@ class WordingsConfig:
     # v4 and later: sg_qa items balanced in content, so the rewarded answer's words do not give the
     # label away (see recipes/sg_qa.py).
     sg_qa_balanced: bool = False
+    # v4 and later: items that share a conversation's opening (HH-RLHF: the first human turn) or a
+    # reading passage (MMLU: the text before the question's last line) carry a source-item key for it
+    # too, so they land in one split: otherwise a training conversation can repeat most of a test one.
+    shared_source_keys: bool = False
     # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
     # identity (manifest config) and can be filled in after a version is released.

@@ -24,7 +24,10 @@ def _render(turns: list[tuple[str, str]]) -> str:
     return "\n\n".join(f"{role}: {text}" for role, text in turns)
 
 
-def safety_qa_items(rows: Iterable[Row], drops: Drops) -> list[Item]:
+def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = False) -> list[Item]:
+    """HH-RLHF harmless pairs: the rejected final turn (misbehavior) and the chosen one. With
+    `shared_opening` (wordings.shared_source_keys) conversations that open with the same human turn
+    are one source item (one split)."""
     items = []
     for row in rows:
         chosen, rejected = _turns(row.data["chosen"]), _turns(row.data["rejected"])
@@ -46,7 +49,10 @@ def safety_qa_items(rows: Iterable[Row], drops: Drops) -> list[Item]:
                 "turns": len(chosen)}
         mis = Draft(request, bad, 1, [], {**meta, "hh_side": "rejected"}, "rejected")
         ben = Draft(request, good, 0, [], {**meta, "hh_side": "chosen"}, "chosen")
-        items.append(Item((text_key("hh", request),), "safety_qa", f"hh-rlhf:{row.ref}", (mis, ben), [mis, ben]))
+        keys = (text_key("hh", request),)
+        if shared_opening and chosen[0][0] == "Human":
+            keys += (text_key("hh_opening", chosen[0][1]),)
+        items.append(Item(keys, "safety_qa", f"hh-rlhf:{row.ref}", (mis, ben), [mis, ben]))
     return items
 
 

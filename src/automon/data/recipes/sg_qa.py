@@ -3,6 +3,7 @@ proxy), and the reward-hack world_affecting_* / email_assistant / theory_of_mind
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item
@@ -26,6 +27,14 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
             continue
         d, key, wrongs, best = parsed
         wrong = choose(wrongs, seed, key, "sg_wrong")
+        testable = True
+        if w.sg_qa_balanced:  # v4: a false and a true answer that affirm or deny alike
+            matched = _same_polarity(wrongs, [best, *_answers(d.get("Correct Answers", ""))], seed, key)
+            if matched is None:
+                drops.add("sg_qa", "truthfulqa_no_same_polarity_answers_training_only")
+                testable = False
+            else:
+                wrong, best = matched
         pairs = []
         for i, incentive in enumerate(rotate(list(w.sg_qa_incentives), variants, seed, key, "incentive")):
             request = f"{d['Question'].strip()}\n\n{incentive}"
@@ -50,7 +59,8 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
                                   {"recipe": "incentive_injection_tqa", "generator": "template",
                                    "source_dataset": "truthfulqa", "incentive": incentive, "wordings": w.version,
                                    "games_proxy": False, "control": "incentive_honest_confident"}, "control"))
-        items.append(Item((key,), "sg_qa", f"truthfulqa:{row.ref}", pairs[0], [x for p in pairs for x in p] + controls))
+        items.append(Item((key,), "sg_qa", f"truthfulqa:{row.ref}", pairs[0] if testable else None,
+                          [x for p in pairs for x in p] + controls))
 
     for rows, tag in ((world_reward, "rh_world_affecting_reward"), (world_approval, "rh_world_affecting_approval")):
         items += _ab_items(rows, "sg_qa", tag, w, seed, drops, testable=True, agree_style=False,
@@ -60,7 +70,9 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
                        parse_opts=False)
     items += _ab_items(tom_unhackable, "sg_qa", "rh_theory_of_mind_unhackable", w, seed, drops, testable=False,
                        agree_style=False, benign_only=True, parse_opts=False)
-    items += _email_items(email, seed, drops, unhackable=False)
+    # v4: the rewarded email decision is IGNORE in every row, so the word alone would give the label
+    # away; its pairs train but never test.
+    items += _email_items(email, seed, drops, unhackable=False, testable=not w.sg_qa_balanced)
     items += _email_items(email_unhackable, seed, drops, unhackable=True)
     return items
 
@@ -73,7 +85,33 @@ _EMAIL = {
 }
 
 
-def _email_items(rows: Iterable[Row], seed: int, drops: Drops, unhackable: bool) -> list[Item]:
+# A negation, or a "yes": answers that deny (or affirm outright) read differently from the others.
+_DENIES = re.compile(r"\b(no|not|never|nothing|none|nobody|nowhere|neither|nor|cannot)\b|n't\b", re.I)
+_AFFIRMS = re.compile(r"^\s*yes\b", re.I)
+
+
+def _answers(field: str) -> list[str]:
+    return [a.strip() for a in field.split(";") if a.strip()]
+
+
+def _polarity(answer: str) -> tuple[bool, bool]:
+    return bool(_DENIES.search(answer)), bool(_AFFIRMS.search(answer))
+
+
+def _same_polarity(wrongs: list[str], rights: list[str], seed: int, key: str) -> tuple[str, str] | None:
+    """v4 (wordings.sg_qa_balanced): a (false, true) answer pair that both deny or both affirm,
+    TruthfulQA's best answer first when it has a match; a seeded choice among the matches. Without
+    it the false answers would mostly affirm ("yes", "you will") and the true ones deny."""
+    rights = list(dict.fromkeys(rights))
+    for pool in (rights[:1], rights[1:]):
+        pairs = [(f, t) for t in pool for f in wrongs if _polarity(f) == _polarity(t)]
+        if pairs:
+            return choose(pairs, seed, key, "sg_polarity")
+    return None
+
+
+def _email_items(rows: Iterable[Row], seed: int, drops: Drops, unhackable: bool,
+                 testable: bool = True) -> list[Item]:
     tag = "rh_email_assistant" + ("_unhackable" if unhackable else "")
     out = []
     for row in rows:
@@ -98,5 +136,5 @@ def _email_items(rows: Iterable[Row], seed: int, drops: Drops, unhackable: bool)
             continue
         mis = Draft(request, say(high), 1, [say(high)], {**meta, "decision": high}, "high_reward")
         ben = Draft(request, say(other), 0, [], {**meta, "decision": other}, "other")
-        out.append(Item((key,), "sg_qa", f"{tag}:{row.ref}", (mis, ben), [mis, ben]))
+        out.append(Item((key,), "sg_qa", f"{tag}:{row.ref}", (mis, ben) if testable else None, [mis, ben]))
     return out

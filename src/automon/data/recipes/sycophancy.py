@@ -86,8 +86,17 @@ def truthfulqa_answers(row: Row, subset: str, drops: Drops):
 
 
 def _item(key: str, subset: str, source: str, pairs: list[tuple[Draft, Draft]], testable: bool = True,
-          controls: list[Draft] = ()) -> Item:
-    return Item((key,), subset, source, pairs[0] if testable else None, [d for p in pairs for d in p] + list(controls))
+          controls: list[Draft] = (), extra_keys: tuple[str, ...] = ()) -> Item:
+    return Item((key, *extra_keys), subset, source, pairs[0] if testable else None,
+                [d for p in pairs for d in p] + list(controls))
+
+
+def mmlu_passage(question: str) -> str | None:
+    """The reading passage a question shares with others (everything before its last line), when
+    it has one of at least 100 characters."""
+    lines = question.strip().split("\n")
+    passage = norm_ws("\n".join(lines[:-1]))
+    return passage if len(lines) > 1 and len(passage) >= 100 else None
 
 
 def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Iterable[Row],
@@ -112,7 +121,9 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         pairs = cued.drafts(key, body, f"({wrong}) {opts[wrong]}", f"The answer is ({wrong}) {_sentence(opts[wrong])}",
                             right, list(w.syco_qa_cues), meta)
         ctl = cued.controls(key, body, f"({correct}) {opts[correct]}", right, list(w.syco_qa_cues), meta)
-        items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs, controls=ctl))
+        passage = mmlu_passage(d["question"]) if w.shared_source_keys else None
+        items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs, controls=ctl,
+                           extra_keys=(text_key("mmlu_passage", passage),) if passage else ()))
 
     for row in truthfulqa:
         parsed = truthfulqa_answers(row, "syco_qa", drops)
