@@ -91,5 +91,5 @@ def test_shortcut_notes_are_card_text_not_build_identity():
     assert "no reason recorded" in card_section(res) and "over the ceiling" not in card_section(
         audit(_split("train", 200, None, 0), _split("test", 100, None, 1), AuditConfig()))
     assert set(shortcut_notes("v2")) == {"sg_qa", "sg_code"} and shortcut_notes("no-such-version") == {}
-    a, b = (build_cfg([f"wordings.shortcut_notes={{sg_qa: {why}}}"]) for why in ("one", "two"))
+    a, b = (build_cfg(["wordings=v3", f"wordings.shortcut_notes={{sg_qa: {why}}}"]) for why in ("one", "two"))
     assert config_identity(a) == config_identity(b) and "shortcut_notes" not in config_identity(a)["wordings"]
