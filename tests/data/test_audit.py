@@ -1,5 +1,6 @@
 """The shortcut audit (automon.data.audit): it finds a planted cue and names it, stays near chance
-without one, fails or warns the build by config, and gives the same bytes twice."""
+without one, fails or warns the build by config, and gives the same bytes twice. The panel's members
+one by one, the z-test and AFLite: test_audit_panel.py."""
 
 from __future__ import annotations
 
@@ -34,15 +35,17 @@ def _split(split: str, n: int, cue: str | None, seed: int) -> list[Sample]:
 
 @pytest.mark.parametrize("cue", ["w999", None])  # as long as the other words: length cannot tell
 def test_the_lexical_baseline_finds_a_planted_cue_and_names_it(cue):
-    res = audit(_split("train", 600, cue, 0), _split("test", 300, cue, 1), AuditConfig())
+    cfg = AuditConfig(members=["word", "char", "length"], hard_subset=False)  # MiniLM: test_audit_panel.py
+    res = audit(_split("train", 600, cue, 0), _split("test", 300, cue, 1), cfg)
     r = res["subsets"]["sg_qa"]
+    word, length = r["members"]["word"], r["members"]["length"]
     if cue:
-        assert r["lexical"]["auroc"] > 0.9 and r["lexical"]["pair_accuracy"] > 0.85 and r["exceeds"]
-        assert r["lexical"]["ngrams"]["misbehavior"][0][0] == cue and res["exceeding"] == ["sg_qa"]
+        assert word["auroc"] > 0.9 and word["pair_accuracy"] > 0.85 and r["exceeds"] and "word" in r["exceeded_by"]
+        assert word["ngrams"]["misbehavior"][0][0] == cue and res["exceeding"] == ["sg_qa"]
     else:
-        assert 0.35 < r["lexical"]["auroc"] < 0.65 and not r["exceeds"] and res["exceeding"] == []
-    assert 0.35 < r["length"]["auroc"] < 0.7  # the cue adds one word to 15-44: length barely tells
-    assert res == audit(_split("train", 600, cue, 0), _split("test", 300, cue, 1), AuditConfig())
+        assert 0.35 < word["auroc"] < 0.65 and not r["exceeds"] and res["exceeding"] == []
+    assert 0.35 < length["auroc"] < 0.7  # the cue adds one word to 15-44: length barely tells
+    assert res == audit(_split("train", 600, cue, 0), _split("test", 300, cue, 1), cfg)
 
 
 def test_the_ceiling_fails_or_warns_the_build(tmp_path):
@@ -63,9 +66,10 @@ def test_the_ceiling_fails_or_warns_the_build(tmp_path):
         line = next(ln for ln in card.splitlines() if ln.startswith(f"- **{sub}** is over the ceiling"))
         assert line.endswith(notes[sub]) if sub in notes else "no reason recorded" in line
     sub = m["audit"]["exceeding"][0]
-    with pytest.raises(BuildError, match=f"{sub}: response-only lexical AUROC") as e:
+    first = m["audit"]["subsets"][sub]["exceeded_by"][0]
+    with pytest.raises(BuildError, match=f"{sub}: {first} AUROC") as e:
         run_build(build_cfg([*common, f"out={tmp_path / 'fail'}", "audit.on_exceed=fail"]))
-    assert repr(m["audit"]["subsets"][sub]["lexical"]["ngrams"]["misbehavior"][0][0]) in str(e.value)
+    assert repr(m["audit"]["subsets"][sub]["members"]["word"]["ngrams"]["misbehavior"][0][0]) in str(e.value)
     assert not (tmp_path / "fail").exists()
 
 
@@ -80,16 +84,17 @@ def test_audit_cli_reports_on_an_existing_build_without_touching_it(tmp_path):
     assert (build / "manifest.json").read_bytes() == before
     # the synthetic texts carry their label in fixed words: every subset exceeds, and fail exits 2
     p = subprocess.run(cmd + ["audit.on_exceed=fail"], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert p.returncode == 2 and "response-only lexical AUROC" in p.stderr
+    assert p.returncode == 2 and "can be told apart from the response alone" in p.stderr
 
 
 def test_shortcut_notes_are_card_text_not_build_identity():
     from automon.data.status import config_identity
 
-    res = audit(_split("train", 200, "w999", 0), _split("test", 100, "w999", 1), AuditConfig())
+    cfg = AuditConfig(members=["word", "length"], hard_subset=False)
+    res = audit(_split("train", 200, "w999", 0), _split("test", 100, "w999", 1), cfg)
     assert "because of w999" in card_section(res, {"sg_qa": "because of w999"})
     assert "no reason recorded" in card_section(res) and "over the ceiling" not in card_section(
-        audit(_split("train", 200, None, 0), _split("test", 100, None, 1), AuditConfig()))
+        audit(_split("train", 200, None, 0), _split("test", 100, None, 1), cfg))
     assert set(shortcut_notes("v2")) == {"sg_qa", "sg_code"} and shortcut_notes("no-such-version") == {}
     a, b = (build_cfg(["wordings=v3", f"wordings.shortcut_notes={{sg_qa: {why}}}"]) for why in ("one", "two"))
     assert config_identity(a) == config_identity(b) and "shortcut_notes" not in config_identity(a)["wordings"]

@@ -141,8 +141,28 @@ class AuditConfig:
     # warn by default: with the default templates (v3) sg_qa and sg_code still exceed (README, the card).
     on_exceed: str = "warn"
     train_cap: int = 3000            # training samples per label and subset the baselines learn from
-    top_ngrams: int = 8              # n-grams recorded per label
+    top_ngrams: int = 8              # n-grams recorded per label (word weights, z-test)
     seed: int = 0                    # the training subsample and the regressions
+    # The panel (automon.data.audit_panel.MEMBERS): word, char, minilm, length. Every member counts
+    # for the ceiling and for on_exceed.
+    members: List[str] = field(default_factory=lambda: ["word", "char", "minilm", "length"])
+    # Training samples per label for members slower than word's TF-IDF (else train_cap).
+    member_caps: Dict[str, int] = field(default_factory=lambda: {"char": 1000})
+    char_max_chars: int = 2000       # the char member reads a response's first and last 1,000 characters
+    # minilm: pair-grouped CV on at most this many seeded test pairs per subset (null: all). Encoding
+    # all 3,010 test responses takes 1-2 min on 2 CPU cores, 100 pairs per subset about a third of
+    # that (the build log prints it); embeddings are cached by the texts' hash ($AUTOMON_CACHE/audit_minilm).
+    minilm_pairs: Optional[int] = 100
+    minilm_max_length: int = 128     # tokens per response (head and tail kept)
+    cv_folds: int = 5
+    embedding_cache: bool = True
+    z_min_count: int = 5             # z-test: n-grams in at least this many test responses
+    z_alpha: float = 0.05            # z-test: two-sided, Bonferroni-corrected over the n-grams tested
+    # AFLite's hard subset of test pairs (audit_panel.aflite; adversaries word and char, the other
+    # members held out); its pair ids go into the manifest (audit.subsets.<s>.hard_subset.pair_ids).
+    hard_subset: bool = True
+    hard_splits: int = 64            # AFLite's random splits per round
+    hard_tau: float = 0.75           # predictability at or above which a pair is filtered out
 
 
 @dataclass
