@@ -54,7 +54,7 @@ def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
         return " ".join(rng.choice(_VOCAB) for _ in range(n))
 
     test, train = [], []
-    for sub, n_pairs in default_test_pairs().items():  # the paper's sizes (design.md s3)
+    for sub, n_pairs in default_test_pairs().items():  # the paper's sizes
         cat, task = SUBSETS[sub]
         rq, rs = LENGTHS.get(sub, DEFAULT_LENGTHS)
         for k in range(max(1, int(n_pairs * scale))):

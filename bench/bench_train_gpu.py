@@ -14,8 +14,8 @@ architecture from its published config, randomly initialised in bf16 (no hub acc
 
 Reported per cell: mean / median step time over the timed steps (after warm-up, CUDA-synchronised),
 tokens/s, peak GPU memory (allocated and reserved), and MFU = model FLOPs/s / 989 TFLOP/s (H100 SXM
-bf16 dense) with model FLOPs per token = 4N + 3 * 2 * L * d_attn * s (shared/docs/performance.md s1:
-N = non-embedding parameters, L layers, d_attn = heads x head_dim, s = sample length; LoRA FLOPs and
+bf16 dense) with model FLOPs per token = 4N + 3 * 2 * L * d_attn * s
+(N = non-embedding parameters, L layers, d_attn = heads x head_dim, s = sample length; LoRA FLOPs and
 gradient-checkpointing recompute are not model FLOPs). An out-of-memory cell is recorded as such.
 
 Without CUDA it prints why and exits 0 without writing anything (unless --tiny --allow-cpu).
@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, H100 SXM spec (performance.md s1)
+H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, H100 SXM spec
 
-# Published architectures (huggingface.co/Qwen/Qwen3-4B and Qwen3-8B config.json; performance.md s2).
+# Published architectures (huggingface.co/Qwen/Qwen3-4B and Qwen3-8B config.json).
 ARCH = {
     "qwen3_4b": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
                      num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
@@ -254,7 +254,7 @@ def main() -> int:
     report = {"benchmark": "train_gpu", "model": model, "random_init": True, "gpu": gpu,
               "host": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus",
               "peak_flops_for_mfu": H100_BF16_PEAK,
-              "flops_formula": "4N + 3*2*L*d_attn*s per token (performance.md s1)",
+              "flops_formula": "4N + 3*2*L*d_attn*s per token",
               "answer_tokens_with_loss": ANSWER_TOKENS, "batch_size": 1, "warmup": args.warmup,
               "steps": args.steps, "versions": versions(), "results": results,
               "when": time.strftime("%Y-%m-%dT%H:%M:%S")}

@@ -1,4 +1,4 @@
-"""The Sample record: the contract between data build, training and evaluation (design.md s2)."""
+"""The Sample record: the contract between data build, training and evaluation."""
 
 from __future__ import annotations
 
@@ -80,16 +80,21 @@ class Sample:
         return cls(**{k: d[k] for k in FIELDS})
 
 
-def read_samples(path) -> list[Sample]:
-    """Read a train/test JSONL file written by the data build."""
+def read_samples(path, split: str | None = None) -> list[Sample]:
+    """Read a train/test JSONL file written by the data build. Every record is validated (a label
+    other than 0/1, an unknown subset, a sample of the other split, ...): a bad one stops the read
+    with its file and line, never reaching training or scoring."""
     out = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                out.append(Sample.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, SampleError, TypeError) as e:
+                s = Sample.from_dict(json.loads(line)).validate()
+                if split is not None and s.split != split:
+                    raise SampleError(f"sample {s.id!r} has split {s.split!r} but is in the {split} file")
+            except (json.JSONDecodeError, SampleError, TypeError, AttributeError) as e:
                 raise SampleError(f"not a valid sample: {e}", f"{path}:{lineno}",
                                   "the file is not as data_build/build.py wrote it: rebuild it") from e
+            out.append(s)
     return out

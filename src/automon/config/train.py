@@ -1,6 +1,6 @@
 """Schema of conf/sft.yaml (train/sft.py). Unknown keys and typos fail at start-up.
 
-Defaults follow design.md s7 (the paper's hyperparameters are unpublished): LoRA r=32, alpha=32,
+Defaults are automon's (the paper's hyperparameters are unpublished): LoRA r=32, alpha=32,
 lr 1e-4, 3 epochs, effective batch 16 (2 per device x 8 accumulation). docs/training.md gives the
 rationale for each value.
 """
@@ -73,7 +73,7 @@ class TrainerConfig:
     # null = on with CUDA (needed for 16k-32k tokens), off on CPU (nothing to save there).
     gradient_checkpointing: Optional[bool] = None
     attn_implementation: str = "sdpa"  # peft trainer only
-    load_in_4bit: bool = False     # unsloth only; bf16 LoRA fits 32k on an 80 GB H100 (performance.md 5c)
+    load_in_4bit: bool = False     # unsloth only; bf16 LoRA fits 32k on an 80 GB H100
 
 
 @dataclass

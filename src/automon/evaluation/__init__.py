@@ -1,4 +1,4 @@
-"""Held-out evaluation of monitors (design.md s6). eval/holdout.py calls `run(cfg)`."""
+"""Held-out evaluation of monitors. eval/holdout.py calls `run(cfg)`."""
 
 from automon.data.io import BuildNotFound
 from automon.config.eval import ConfigError

@@ -349,7 +349,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
 
 
 def _print_cost(tm: Mapping[str, float]) -> None:
-    """The detectors' time against the time the monitors took to score (issue 12: goal < 50% extra)."""
+    """The detectors' time against the time the monitors took to score (goal: under 50% extra)."""
     det, score = tm.get("detectors_s", 0.0), tm.get("score_loop_s", 0.0)
     share = f"{det / score:.0%} of" if score > 0 else "n/a (every prediction came from the cache) vs"
     print(f"OOD detectors + fusion: {det:.1f} s = {share} the monitors' scoring time ({score:.1f} s)")

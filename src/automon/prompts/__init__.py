@@ -1,4 +1,4 @@
-"""The ONE prompt renderer and fit-to-length shared by training and evaluation (design.md s4).
+"""The ONE prompt renderer and fit-to-length shared by training and evaluation.
 
 A prompt has one name, its registry key (`direct_v1`, `evidence_v1`; automon.prompts.templates).
 Both stages render a sample with `fit_prompts(...)`: `prompt_text(...)` of `monitor_messages(...)`,

@@ -1,4 +1,4 @@
-"""LoRA SFT of the monitor (design.md s5; docs/training.md).
+"""LoRA SFT of the monitor (docs/training.md).
 
 `run(cfg)` is the whole stage; train/sft.py is a thin Hydra wrapper around it. Importing this
 package is cheap: torch, transformers, TRL, PEFT and unsloth are imported inside `run`.

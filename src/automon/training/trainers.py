@@ -10,8 +10,8 @@ replaces `compute_loss` with `label_position_loss`: the backbone runs on every t
 head only on the positions whose next token carries a label (`logits_to_keep=<indices>`), then a
 token-summed cross-entropy divided by the number of label tokens in the whole accumulated batch
 (the same normalisation as transformers' `num_items_in_batch`). That is the standard causal-LM
-loss on the answer tokens, and it also skips ~10% of the FLOPs and the 32k x 152k logits
-(performance.md s8.2). The `unsloth` trainer keeps Unsloth's own patched loss.
+loss on the answer tokens, and it also skips ~10% of the FLOPs and the 32k x 152k logits.
+The `unsloth` trainer keeps Unsloth's own patched loss.
 
 Verification status: the `peft` plug-in is exercised by the CPU tests. The `unsloth` plug-in was run
 end to end only on Unsloth 2026.10.9's CPU fallback (tiny model: loss fell, adapter saved); its GPU

@@ -1,1 +1,1 @@
-"""One recipe per subset; each turns source rows into candidate Items (design.md s3)."""
+"""One recipe per subset; each turns source rows into candidate Items (docs/data.md)."""

@@ -1,4 +1,4 @@
-"""sg_code: specification gaming in code, with sandboxed executable verification (design.md s3).
+"""sg_code: specification gaming in code, with sandboxed executable verification.
 
 Every HumanEval / MBPP problem becomes one item. The request shows the problem, a few VISIBLE
 tests (simple `assert f(...) == expected` lines) and an incentive to make them pass. The benign

@@ -1,0 +1,72 @@
+"""The numbers the README and docs quote are the recorded ones: build timings against
+bench/results/*.json, the local build's counts and audit against its recorded manifest
+(docs/results/build-local-v4.manifest.json, the manifest of the mini-study's build), and no doc points
+at a file the repository does not have."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST = json.loads((REPO / "docs/results/build-local-v4.manifest.json").read_text())
+
+
+def _rows(md: str, header_start: str) -> list[list[str]]:
+    """The body rows of the first markdown table whose header starts with `header_start`."""
+    lines = md.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header_start))
+    rows = []
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        rows.append([c.strip().strip("*`") for c in ln.strip("|").split("|")])
+    return rows
+
+
+def test_build_timings_quote_the_bench_records():
+    rows = _rows((REPO / "bench/README.md").read_text(), "| record |")
+    assert len(rows) >= 3
+    for record, _, _, median, runs in rows:
+        res = json.loads((REPO / "bench/results" / record).read_text())["results"][0]
+        assert median == f"{res['median_wall_s']:.1f} s", record
+        if runs:
+            quoted = [float(x) for x in runs.split(",")]
+            assert len(quoted) == len(res["walls_s"]), record
+            assert all(abs(q - w) <= 0.05 + 1e-9 for q, w in zip(quoted, res["walls_s"])), record
+
+
+def test_counts_quote_the_recorded_build():
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
+    c = MANIFEST["counts"]
+    n = lambda s: int(s.replace(",", ""))  # noqa: E731
+    for sub, test, train in rows:
+        if sub == "total":
+            assert n(test) == sum(sum(v.values()) for v in c["test"].values())
+            assert n(train) == sum(sum(v.values()) for v in c["train"].values())
+            continue
+        assert [n(x) for x in test.split(" / ")] == [c["test"][sub]["1"], c["test"][sub]["0"]], sub
+        assert [n(x) for x in train.split(" / ")] == [c["train"][sub]["1"], c["train"][sub]["0"]], sub
+
+
+def test_the_audit_table_quotes_the_recorded_build():
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset | v1 | v3 | v4")
+    audit = MANIFEST["audit"]["subsets"]
+    assert {r[0] for r in rows} == set(audit)
+    for sub, _, _, v4, length in rows:
+        lx, ln = audit[sub]["lexical"], audit[sub]["length"]
+        assert v4 == f"{lx['auroc']:.2f} / {lx['pair_accuracy']:.2f}", sub
+        assert length == f"{ln['auroc']:.2f} / {ln['pair_accuracy']:.2f}", sub
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/data.md", "bench/README.md", "docs/security.md"])
+def test_docs_link_only_to_files_that_exist(doc):
+    text = (REPO / doc).read_text()
+    for target in re.findall(r"\]\(([^)#]+)\)", text):
+        if target.startswith("http"):
+            continue
+        assert (REPO / doc).parent.joinpath(target).resolve().exists(), f"{doc} -> {target}"
+    assert "design.md" not in text and "performance.md" not in text and not re.search(r"\bissue \d+", text)
