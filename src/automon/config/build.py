@@ -147,12 +147,12 @@ class AuditConfig:
     # for the ceiling and for on_exceed.
     members: List[str] = field(default_factory=lambda: ["word", "char", "minilm", "length"])
     # Training samples per label for members slower than word's TF-IDF (else train_cap).
-    member_caps: Dict[str, int] = field(default_factory=lambda: {"char": 1000})
-    char_max_chars: int = 2000       # the char member reads a response's first and last 1,000 characters
+    member_caps: Dict[str, int] = field(default_factory=lambda: {"char": 500})
+    char_max_chars: int = 1000       # the char member reads a response's first and last 500 characters
     # minilm: pair-grouped CV on at most this many seeded test pairs per subset (null: all). Encoding
-    # all 3,010 test responses takes 1-2 min on 2 CPU cores, 100 pairs per subset about a third of
+    # all 3,010 test responses takes 1-2 min on 2 CPU cores, 50 pairs per subset about a sixth of
     # that (the build log prints it); embeddings are cached by the texts' hash ($AUTOMON_CACHE/audit_minilm).
-    minilm_pairs: Optional[int] = 100
+    minilm_pairs: Optional[int] = 50
     minilm_max_length: int = 128     # tokens per response (head and tail kept)
     cv_folds: int = 5
     embedding_cache: bool = True

@@ -136,12 +136,17 @@ def audit(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig) -> 
         by_test[s.subset].append(s)
     subsets: dict[str, Any] = {}
     cost: dict[str, float] = {}
-    for sub in by_test:
-        tr = _cap(by_train.get(sub, []), cfg.train_cap, cfg.seed)
-        if len({s.label for s in tr}) < 2:
-            subsets[sub] = {"skipped": "the training split lacks one of the labels"}
-            continue
-        subsets[sub] = _subset(tr, by_test[sub], cfg, cost)
+    from threadpoolctl import threadpool_limits
+
+    # One BLAS thread: the build re-checks its files in a forked process meanwhile, and a second
+    # BLAS thread on a busy core made AFLite's small solves 75x slower (measured on 2 cores).
+    with threadpool_limits(1):
+        for sub in by_test:
+            tr = _cap(by_train.get(sub, []), cfg.train_cap, cfg.seed)
+            if len({s.label for s in tr}) < 2:
+                subsets[sub] = {"skipped": "the training split lacks one of the labels"}
+                continue
+            subsets[sub] = _subset(tr, by_test[sub], cfg, cost)
     # Timings go to the log, never into the result: the manifest must be byte-identical across runs.
     log.info("audit cost (s): %s", ", ".join(f"{k} {v:.1f}" for k, v in cost.items()))
     return {"version": AUDIT_VERSION, "text": "response only", "train_cap_per_label": cfg.train_cap, "seed": cfg.seed,
