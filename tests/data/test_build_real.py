@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from support import RAW, build_cfg, needs_raw
-from automon.data.io import load_build
-from automon.data.pipeline import run_build
+from support import RAW, needs_raw
 from automon.schema import SUBSETS
 
 pytestmark = [needs_raw, pytest.mark.realdata]
 
 
-@pytest.fixture(scope="module")
-def real_build(tmp_path_factory):
-    out = tmp_path_factory.mktemp("real") / "default"
-    run_build(build_cfg([f"sources.root={RAW}", f"out={out}"]))
-    return load_build(out)
+# real_build: tests/data/conftest.py (one build per session, shared with test_near_duplicates.py)
 
 
 def test_paper_proportions_and_pairs(real_build):
