@@ -2,16 +2,32 @@
 
 Training writes `<run>/adapter/automon_adapter.json`; evaluation refuses an adapter whose base model,
 prompt (or prompt fit version) or thinking setting differ from the evaluation config unless
-allow_mismatch=true.
+allow_mismatch=true. `check_adapter_files` reads what loading the adapter relies on (the PEFT config,
+the weights' safetensors header and size, the LoRA ranks, this record) without loading any weights:
+evaluation and the training stage's "is it current?" both ask it, so a damaged adapter is neither
+scored (a traceback deep in PEFT) nor taken for a finished run.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+from automon.errors import UserError
 
 ADAPTER_META_FILE = "automon_adapter.json"
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+_RETRAIN = ("retrain it (rerun the train/sft.py command that made it: it resumes from its newest "
+            "checkpoint), or restore the adapter directory")
+
+
+class AdapterError(UserError):
+    """An adapter directory whose files cannot be what training wrote (missing, cut, another rank)."""
 
 
 @dataclass
@@ -39,8 +55,87 @@ class AdapterMeta:
         if not p.exists():
             raise FileNotFoundError(f"{p} is missing: {adapter_dir} was not written by automon's "
                                     "training stage (train/sft.py); pass allow_mismatch=true to use it anyway")
-        d = json.loads(p.read_text())
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as e:
+            raise AdapterError(f"{ADAPTER_META_FILE} cannot be read ({e})", str(p), _RETRAIN) from None
+        if not isinstance(d, dict):
+            raise AdapterError(f"{ADAPTER_META_FILE} is a JSON {type(d).__name__}, not an object", str(p), _RETRAIN)
         if "prompt_version" in d:  # files written before the prompt had one name; the value is that name
             d.setdefault("prompt", d.pop("prompt_version"))
         known = {f for f in cls.__dataclass_fields__}
+        missing = [f for f, spec in cls.__dataclass_fields__.items()
+                   if f not in d and spec.default is spec.default_factory]  # dataclasses.MISSING for both
+        if missing:
+            raise AdapterError(f"{ADAPTER_META_FILE} lacks {', '.join(missing)}", str(p), _RETRAIN)
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def safetensors_shapes(path: Path) -> dict[str, list[int]]:
+    """Tensor name -> shape from a .safetensors header, checking that the file holds every byte the
+    header promises (an empty, cut or foreign file fails here, not inside PEFT)."""
+    fail = f"{path.name} is not a complete safetensors file"
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else 0
+        if n <= 0 or n > size - 8 or n > 100 << 20:
+            raise AdapterError(f"{fail} ({size} bytes, no valid header)", str(path), _RETRAIN)
+        try:
+            header = json.loads(f.read(n))
+            tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+            end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
+            shapes = {k: [int(x) for x in v["shape"]] for k, v in tensors.items()}
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+            raise AdapterError(f"{fail} (its header does not parse: {e})", str(path), _RETRAIN) from None
+    if size != 8 + n + end:
+        raise AdapterError(f"{fail}: {size} bytes where its header promises {8 + n + end} (cut short?)",
+                           str(path), _RETRAIN)
+    if not shapes:
+        raise AdapterError(f"{path.name} holds no tensors", str(path), _RETRAIN)
+    return shapes
+
+
+def lora_ranks(shapes: dict[str, list[int]]) -> dict[str, int]:
+    """Module -> LoRA rank read off the weights (lora_A is [r, in], lora_B [out, r])."""
+    out = {}
+    for name, shape in shapes.items():
+        m = re.match(r"(.*)\.lora_([AB])(?:\.[^.]+)?\.weight$", name)
+        if m and len(shape) == 2:
+            out[f"{m.group(1)}.{m.group(2)}"] = shape[0] if m.group(2) == "A" else shape[1]
+    return out
+
+
+def check_adapter_files(adapter_dir: str | os.PathLike) -> dict[str, Any]:
+    """Raise AdapterError unless `adapter_dir` holds a loadable LoRA adapter as training writes it:
+    adapter_config.json (an object with an integer r), complete weights whose LoRA ranks are those
+    the config declares, and, when present, a readable automon_adapter.json of the same rank.
+    Returns the parsed adapter_config.json."""
+    d = Path(adapter_dir)
+    cfg_file, weights = d / ADAPTER_CONFIG_FILE, d / WEIGHTS_FILE
+    if not cfg_file.is_file() or not (weights.is_file() or (d / "adapter_model.bin").is_file()):
+        have = ", ".join(sorted(p.name for p in d.iterdir())[:8]) if d.is_dir() else "nothing"
+        raise AdapterError(f"{d} is not a complete PEFT LoRA adapter directory (it needs {ADAPTER_CONFIG_FILE} "
+                           f"and {WEIGHTS_FILE}; it has {have or 'no files'})", str(d),
+                           "pass the <run>/adapter directory written by train/sft.py, or " + _RETRAIN)
+    try:
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+        r = int(cfg["r"])
+        pattern = {str(k): int(v) for k, v in (cfg.get("rank_pattern") or {}).items()}
+    except (ValueError, OSError, TypeError, KeyError, AttributeError) as e:
+        raise AdapterError(f"{ADAPTER_CONFIG_FILE} cannot be read as a LoRA config ({type(e).__name__}: {e})",
+                           str(cfg_file), _RETRAIN) from None
+    if weights.is_file():
+        ranks = lora_ranks(safetensors_shapes(weights))
+        allowed = {r, *pattern.values()}
+        bad = {k: v for k, v in ranks.items() if v not in allowed or (not pattern and v != r)}
+        if bad:
+            k, v = next(iter(sorted(bad.items())))
+            raise AdapterError(f"the LoRA weights have rank {v} ({k}) but {ADAPTER_CONFIG_FILE} says r={r}: the "
+                               "weights and the config come from different trainings", str(weights), _RETRAIN)
+    if (d / ADAPTER_META_FILE).exists():
+        meta = AdapterMeta.read(d)
+        if not pattern and int(meta.lora_rank or r) != r:
+            raise AdapterError(f"{ADAPTER_META_FILE} records lora_rank={meta.lora_rank} but {ADAPTER_CONFIG_FILE} "
+                               f"says r={r}", str(d / ADAPTER_META_FILE), _RETRAIN)
+    return cfg

@@ -12,6 +12,7 @@ else is a bug and keeps its traceback (exit status 1).
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import re
@@ -52,6 +53,26 @@ def at_least(key: str, value: Any, low: int | float, err: type[UserError] = User
     """Fail at config time when a count or size is below its smallest meaningful value."""
     if value < low:
         raise err(f"{key}={value} is out of range", key, f"use a value >= {low}")
+
+
+# A full disk or quota: the user's to fix (free space, write elsewhere), never a traceback.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded", "StorageFull")
+
+
+def disk_full(e: BaseException | None) -> bool:
+    """A full disk or quota, also when a library re-raised it as its own error (safetensors says
+    StorageFull, torch's writer a RuntimeError) or chained it."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            return True
+        if any(t in str(e) for t in _DISK_FULL_TEXT):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
 
 
 def debug() -> bool:

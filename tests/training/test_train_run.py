@@ -216,15 +216,20 @@ def test_output_dir_with_a_different_config(uninterrupted, small_build, tmp_path
            "holds a run with a different config", "train.lr: 0.005 -> 0.001", "output_dir=")
 
 
-def test_output_dir_that_is_not_a_run_and_overwrite(small_build, tmp_path):
+def test_output_dir_that_is_not_a_run_is_refused_even_with_overwrite(small_build, tmp_path):
+    """issue 27: overwrite=true deleted whatever was at output_dir; it replaces only a training run's dir."""
     run = tmp_path / "E"
     run.mkdir()
     (run / "precious.txt").write_text("x")
-    _error(run_sft(*_overrides(small_build, run), timeout=120), "holds no automon run", "overwrite=true")
-    assert (run / "precious.txt").exists()
+    _error(run_sft(*_overrides(small_build, run), timeout=120), "holds files a training run does not write",
+           "precious.txt", "choose another output_dir=")
+    _error(run_sft(*tiny_overrides(small_build, run, "subset=sg_qa", "train.max_steps=2", "overwrite=true"),
+                   timeout=120), "holds files a training run does not write", "precious.txt")
+    assert (run / "precious.txt").read_text() == "x"
+    (run / "precious.txt").unlink()  # an empty directory (or a run's) is replaced
     r = run_sft(*tiny_overrides(small_build, run, "subset=sg_qa", "train.max_steps=2", "overwrite=true"))
     assert r.returncode == 0, r.stderr[-3000:]
-    assert not (run / "precious.txt").exists() and (run / "adapter" / "automon_adapter.json").exists()
+    assert (run / "adapter" / "automon_adapter.json").exists()
 
 
 def test_model_that_cannot_be_loaded_offline(small_build, tmp_path):

@@ -230,7 +230,7 @@ class Build:
         after the build (a flipped label, a truncated line) is never trained or evaluated on silently."""
         name = f"{split}.jsonl"
         f = self.path / name
-        rebuild = f"rebuild it ({BUILD_COMMAND.format(out=self.path)}), or restore the file"
+        rebuild = f"{rebuild_hint(self.manifest, self.path)}, or restore the file"
         listed = self.manifest.get("files", {}).get(name)
         if not listed:
             raise BuildChanged(f"{self.path / 'manifest.json'} records no sha256 for {name}", str(f), rebuild)
@@ -241,7 +241,42 @@ class Build:
 
     def samples(self, split: str) -> list[Sample]:
         self.verify(split)
-        return read_samples(self.path / f"{split}.jsonl")
+        return read_samples(self.path / f"{split}.jsonl", split)
+
+
+def rebuild_hint(manifest: dict, out: str | os.PathLike) -> str:
+    """How to remake the build at `out`, from how its manifest says it was made: a synthetic source
+    tree is not ../shared/data/raw, and a hub build has no sources.root."""
+    sources = ((manifest.get("config") or {}) if isinstance(manifest.get("config"), dict) else {}).get("sources")
+    root = sources.get("root") if isinstance(sources, dict) else None
+    if manifest.get("synthetic_sources"):
+        where = f" at {root}" if root else ""
+        return (f"rebuild it the way it was made: its sources are automon's synthetic ones{where}, not "
+                f"../shared/data/raw (pipeline.py with the same experiment= rebuilds it; or python "
+                f"data_build/build.py sources.root={root or '<the synthetic dir>'} out={out} with the settings "
+                f"in its manifest.json config)")
+    if isinstance(sources, dict) and "root" in sources:
+        src = f"sources.root={root} " if root else ""
+        return (f"rebuild it: python data_build/build.py {src}out={out} (with the settings in its manifest.json "
+                f"config)")
+    return f"rebuild it ({BUILD_COMMAND.format(out=out)})"
+
+
+def _check_manifest_shape(manifest: object, mf: Path, fix: str) -> dict:
+    """A manifest.json that parses but is not a build's (a list, files that are not name -> sha256, ...)."""
+    problem = None
+    if not isinstance(manifest, dict):
+        problem = f"is a JSON {type(manifest).__name__}, not an object"
+    elif manifest.get("format") != BUILD_FORMAT:
+        problem = f"has format {manifest.get('format')!r}, expected {BUILD_FORMAT!r}"
+    elif not isinstance(manifest.get("files"), dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in manifest["files"].items()):
+        problem = "has no 'files' mapping of file name -> sha256"
+    elif "counts" in manifest and not isinstance(manifest["counts"], dict):
+        problem = "has 'counts' that is not an object"
+    if problem:
+        raise BuildNotFound(f"{mf} {problem}: not a manifest written by data_build/build.py", str(mf), fix)
+    return manifest  # type: ignore[return-value]
 
 
 def load_build(path: str | os.PathLike, verify: tuple[str, ...] = ()) -> Build:
@@ -252,16 +287,15 @@ def load_build(path: str | os.PathLike, verify: tuple[str, ...] = ()) -> Build:
     if not mf.exists():
         raise BuildNotFound(f"no data build at {p} (missing manifest.json). Build one with:\n  "
                             + BUILD_COMMAND.format(out=p))
+    fix = f"rebuild it: {BUILD_COMMAND.format(out=p)}"
     try:
         manifest = json.loads(mf.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BuildNotFound(f"{mf} is not valid JSON ({e})", str(mf),
-                            f"rebuild it: {BUILD_COMMAND.format(out=p)}") from None
-    if manifest.get("format") != BUILD_FORMAT:
-        raise BuildNotFound(f"{mf} has format {manifest.get('format')!r}, expected {BUILD_FORMAT!r}; rebuild it")
+        raise BuildNotFound(f"{mf} is not valid JSON ({e})", str(mf), fix) from None
+    manifest = _check_manifest_shape(manifest, mf, fix)
     for split in ("train", "test"):
         if not (p / f"{split}.jsonl").exists():
-            raise BuildNotFound(f"{p} has a manifest but no {split}.jsonl; rebuild it")
+            raise BuildNotFound(f"{p} has a manifest but no {split}.jsonl", str(p), rebuild_hint(manifest, p))
     build = Build(path=p, manifest=manifest, manifest_hash=sha256_file(mf))
     for split in verify:
         build.verify(split)

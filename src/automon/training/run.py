@@ -20,10 +20,11 @@ from typing import Any
 
 from automon.data.io import ensure_writable_dir
 from automon.config.train import SFTConfig
+from automon.errors import disk_full
 from automon.prompts import FIT_VERSION, PROMPT_NAMES
 from automon.stage_status import Currency
 from automon.training import rundir as rd
-from automon.training.errors import RunDirConflict, TrainConfigError
+from automon.training.errors import RunDirConflict, TrainConfigError, TrainError
 from automon.training.status import resolve, run_status
 
 log = logging.getLogger("automon.training")
@@ -58,6 +59,15 @@ def validate(c: SFTConfig) -> None:
          "train.lora.targets must be non-empty and must not include lm_head (vLLM cannot serve it; "
          "the loss reads lm_head.weight directly)"),
         (t.save_steps >= 1 and t.logging_steps >= 1, "train.save_steps and train.logging_steps must be >= 1"),
+        (0 <= t.warmup_ratio <= 1, f"train.warmup_ratio={t.warmup_ratio} is out of range (train.warmup_ratio); use a "
+                                   "share of the training steps in [0, 1], e.g. 0.03"),
+        (t.weight_decay >= 0, f"train.weight_decay={t.weight_decay} is out of range (train.weight_decay); use a "
+                              "value >= 0"),
+        (t.max_grad_norm >= 0, f"train.max_grad_norm={t.max_grad_norm} is out of range (train.max_grad_norm); use "
+                               "a value >= 0 (0: no clipping)"),
+        (t.save_total_limit >= 1, f"train.save_total_limit={t.save_total_limit} is out of range "
+                                  "(train.save_total_limit); keep >= 1 checkpoint (a killed run resumes from it)"),
+        (t.epochs >= 0, f"train.epochs={t.epochs} is out of range (train.epochs); use a value > 0"),
         (c.prompt.name in PROMPT_NAMES, f"unknown prompt {c.prompt.name!r}; choose prompt=<name> with one of: "
                                         f"{', '.join(PROMPT_NAMES)}"),
         (c.wandb.mode in WANDB_MODES, f"wandb.mode must be one of {', '.join(WANDB_MODES)}, got {c.wandb.mode!r}"),
@@ -145,6 +155,7 @@ def run(cfg: Any) -> int:
     r = resolve(cfg)
     c, resolved, subsets, label, run_dir, build = r.cfg, r.resolved, r.subsets, r.label, r.run_dir, r.build
     # Cheap checks before the model loads: the run dir can be written, the data is what the build wrote.
+    rd.refuse_foreign(run_dir, build.path)  # never the data build, never a folder of other files
     ensure_writable_dir(run_dir, "output_dir")
     build.verify("train")
 
@@ -165,7 +176,15 @@ def run(cfg: Any) -> int:
         if c.overwrite:
             rd.clear(run_dir, keep=(".lock",))
         with _log_to(run_dir / "train.log"):
-            return _train(c, resolved, subsets, label, run_dir, build, prev, t0)
+            try:
+                return _train(c, resolved, subsets, label, run_dir, build, prev, t0)
+            except Exception as e:
+                if not disk_full(e):
+                    raise
+                raise TrainError(f"cannot write the run: no space left on device ({e})",
+                                 getattr(e, "filename", None) or str(run_dir),
+                                 "free some space (or quota) there and rerun the same command: it resumes from "
+                                 "the newest complete checkpoint") from e
 
 
 def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir: Path, build, prev,
@@ -201,8 +220,12 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     max_len = min(c.train.max_seq_length, c.model.max_position_embeddings)
     samples = select_samples(build.samples("train"), subsets)
     if not samples:
-        raise TrainConfigError(f"the build at {build.path} has no training samples for {label}; "
-                               f"its train counts: {build.manifest.get('counts', {}).get('train', {})}")
+        has = sorted((build.manifest.get("counts") or {}).get("train") or {})
+        raise TrainConfigError(
+            f"the build at {build.path} has no training samples for {label} (its train split has "
+            f"{', '.join(has) or 'no subsets'})", "subset",
+            f"choose subsets it has (e.g. subset={has[0] if has else 'all'}), or rebuild it with {label}'s "
+            f"training samples (python data_build/build.py subsets=[{label.replace('+', ',')}] ...)")
     builder = ExampleBuilder(tok, c.prompt.name, c.model.enable_thinking, max_len)
     dataset, stats, first = builder.build_dataset(samples)
     del samples

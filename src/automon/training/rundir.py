@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -19,15 +20,21 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from automon import stage_status
-from automon.adapter_meta import ADAPTER_META_FILE
+from automon.adapter_meta import ADAPTER_META_FILE, AdapterError, check_adapter_files
 from automon.schema import SUBSETS
 from automon.stage_status import Currency, Status
-from automon.training.errors import TrainConfigError
+from automon.training.errors import RunDirConflict, TrainConfigError, TrainError
+
+log = logging.getLogger(__name__)
 
 # Keys that may change between a run and its resumption without changing what is trained.
 NON_IDENTITY_KEYS = ("wandb", "data.dir", "output_dir", "overwrite", "train.logging_steps",
                      "train.save_steps", "train.save_total_limit")
 CHECKPOINTS = "checkpoints"
+# What a training run writes in its directory (and wandb, when wandb.dir is unset); anything else is
+# not ours to delete (overwrite=true refuses a directory that holds it).
+RUN_DIR_NAMES = frozenset({"config.yaml", "run.json", CHECKPOINTS, "metrics.jsonl", "train_metrics.json",
+                           "train.log", "adapter", ".adapter.tmp", ".lock", "wandb"})
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -77,27 +84,83 @@ def run_status(run_dir: Path, cfg: dict, manifest_hash: str, build_path: str) ->
         return Status(Currency.MISSING, "not trained yet")
     from omegaconf import OmegaConf
 
-    old = OmegaConf.to_container(OmegaConf.load(cfg_file), resolve=True)
+    try:
+        old = OmegaConf.to_container(OmegaConf.load(cfg_file), resolve=True)
+        prev = read_run_info(run_dir)
+    except TrainError as e:
+        return Status(Currency.STALE, f"holds a damaged run: {e.what}")
+    except Exception as e:  # noqa: BLE001 - a cut or edited config.yaml: OmegaConf/YAML raise many types
+        return Status(Currency.STALE, f"holds a damaged run: {cfg_file} cannot be read ({type(e).__name__})")
+    if not isinstance(old, dict):
+        return Status(Currency.STALE, f"holds a damaged run: {cfg_file} is not a config")
     diff = config_diff(old, cfg)
     if diff:
         return Status(Currency.STALE, stage_status.diff_reason("holds a run with a different config", diff, 8))
-    prev = read_run_info(run_dir)
     if prev and prev.get("data_manifest_hash") != manifest_hash:
         old_hash = str(prev.get("data_manifest_hash", "?"))[:16]
         return Status(Currency.STALE, f"holds a run of another data build (the data build changed: it was "
                                       f"trained on {prev.get('data_build')} with manifest sha256 {old_hash}, "
                                       f"now {build_path} has {manifest_hash[:16]})")
-    if prev and prev.get("status") == "complete" and (run_dir / "adapter" / ADAPTER_META_FILE).exists():
-        return Status(Currency.CURRENT, f"complete, {prev.get('steps', '?')} steps, same config and data build")
     ckpt = last_complete_checkpoint(run_dir)
     where = f"resumes from {ckpt.name}" if ckpt else "no checkpoint yet, starts again"
+    if prev and prev.get("status") == "complete":
+        damage = adapter_damage(run_dir / "adapter")
+        if damage is None:
+            return Status(Currency.CURRENT, f"complete, {prev.get('steps', '?')} steps, same config and data build")
+        # the record says complete, the files say otherwise: the files decide
+        return Status(Currency.RESUMABLE, f"complete by run.json, but {damage}: rerunning writes it again ({where})")
     return Status(Currency.RESUMABLE, f"incomplete (status {(prev or {}).get('status', 'unknown')}): {where}")
+
+
+def adapter_damage(adapter_dir: Path) -> str | None:
+    """None when the adapter has every file evaluation relies on, intact; else what is wrong."""
+    if not (adapter_dir / ADAPTER_META_FILE).is_file():
+        return f"its adapter lacks {ADAPTER_META_FILE}"
+    try:
+        check_adapter_files(adapter_dir)
+    except AdapterError as e:
+        return f"its adapter is missing or damaged ({e.what})"
+    return None
 
 
 def read_run_info(run_dir: Path) -> dict | None:
     """The run's run.json, or None before the first training segment wrote it."""
     p = run_dir / "run.json"
-    return json.loads(p.read_text()) if p.exists() else None
+    if not p.exists():
+        return None
+    try:
+        info = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:
+        raise TrainError(f"{p} cannot be read ({e})", str(p), "pass overwrite=true to start the run again, or "
+                         "choose another output_dir=") from None
+    if not isinstance(info, dict):
+        raise TrainError(f"{p} is not a run record (a JSON {type(info).__name__})", str(p),
+                         "pass overwrite=true to start the run again, or choose another output_dir=")
+    return info
+
+
+def foreign_entries(run_dir: Path) -> list[str]:
+    """Names in `run_dir` that no training run writes (user files, a data build, another tool's output)."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_DIR_NAMES and not p.name.endswith(".tmp"))
+
+
+def refuse_foreign(run_dir: Path, build_dir: Path) -> None:
+    """output_dir must be a training run's directory: never the data build, inside it or around it, never
+    a directory of files a run does not write (overwrite=true would delete them)."""
+    out, b = run_dir.resolve(), Path(build_dir).resolve()
+    if out == b or b in out.parents or out in b.parents:
+        where = "is the data build" if out == b else ("is inside" if b in out.parents else "holds") + " the data build"
+        raise RunDirConflict(f"output_dir={run_dir} {where} {build_dir}", "output_dir",
+                             "choose an output_dir= outside the data build (or leave it unset: runs/<subset>__...)")
+    other = foreign_entries(run_dir)
+    if other:
+        what = "a data build (manifest.json)" if "manifest.json" in other else "files a training run does not write"
+        shown = ", ".join(other[:6]) + (f" (+{len(other) - 6} more)" if len(other) > 6 else "")
+        raise RunDirConflict(f"output_dir={run_dir} holds {what}: {shown}", "output_dir",
+                             "choose another output_dir= (training refuses to write, or with overwrite=true "
+                             "delete, a directory that is not a training run's)")
 
 
 def clear(run_dir: Path, keep: Iterable[str] = ()) -> None:
@@ -136,17 +199,36 @@ def trim_metrics(path: Path, max_step: int) -> None:
     """Drop logged steps after the checkpoint we resume from (they are trained again)."""
     if not path.exists():
         return
-    keep = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= max_step]
+    keep = [json.dumps(m) for m in read_metrics(path) if m.get("step", 0) <= max_step]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(k + "\n" for k in keep))
     os.replace(tmp, path)
 
 
 def read_metrics(path: Path) -> list[dict]:
+    """metrics.jsonl's records. A torn last line (a kill mid-write) is dropped with a warning; a bad line
+    before it is damage, not a kill, and stops the run with its file and line."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError(f"a JSON {type(rec).__name__}, not a record")
+        except ValueError as e:
+            if i == last:
+                log.warning("%s:%d: dropped a torn last line (%s), left by a killed run", path, i + 1, e)
+                continue
+            raise TrainError(f"{path.name} line {i + 1} is not a metrics record ({e})", f"{path}:{i + 1}",
+                             "delete that line (the run then resumes), or pass overwrite=true to start "
+                             "again") from None
+        out.append(rec)
+    return out
 
 
 def write_json(path: Path, obj: Any) -> None:

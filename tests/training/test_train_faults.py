@@ -1,0 +1,226 @@
+"""train/sft.py under faults and bad input (issue 27, docs/errors.md): what overwrite=true may delete,
+bad samples and settings, torn and damaged run files, a full disk. Each ends in one `error:` line
+(exit 2) or a run that resumes; nothing is lost."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO, make_build, run_sft, tiny_overrides
+from automon.adapter_meta import check_adapter_files
+from automon.data.io import BuildChanged, BuildNotFound, load_build, sha256_file, write_build
+from automon.stage_status import Currency
+from automon.training import rundir as rd
+from automon.training.errors import TrainError
+
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    return make_build(tmp_path_factory.mktemp("b") / "build", pairs_per_subset=1, train_per_subset=2)
+
+
+def _ov(build, out, *extra):
+    # checkpoints at steps 2 and 4 (the last): a damaged run can resume from either
+    return tiny_overrides(build, out, "subset=sg_qa", f"train.max_steps={STEPS}", "train.save_steps=2", *extra)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, build):
+    run = tmp_path_factory.mktemp("runs") / "R"
+    r = run_sft(*_ov(build, run))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return run
+
+
+def _one_error_line(r, *needles):
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert len(errors) == 1 and r.stderr.rstrip().splitlines()[-1] == errors[0], r.stderr[-3000:]
+    for n in needles:
+        assert n in errors[0], errors[0]
+    return errors[0]
+
+
+def _status(build, run):
+    from support import CONF
+    from hydra import compose, initialize_config_dir
+
+    from automon.config.train import register
+    from automon.training.status import status
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return status(compose(config_name="sft", overrides=_ov(build, run)))
+
+
+# ---------------------------------------------------------------- what output_dir may be
+
+def test_output_dir_that_is_the_data_build_is_refused_and_kept(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    before = {p.name: p.read_bytes() for p in b.iterdir()}
+    for extra in ((), ("overwrite=true",)):
+        _one_error_line(run_sft(*_ov(b, b, *extra)), f"output_dir={b} is the data build", "outside the data build")
+    _one_error_line(run_sft(*_ov(b, tmp_path, "overwrite=true")), "holds the data build")
+    other = tmp_path / "other"
+    shutil.copytree(build, other)  # another build as output_dir: also never deleted
+    _one_error_line(run_sft(*_ov(b, other, "overwrite=true")), "holds a data build (manifest.json)")
+    assert {p.name: p.read_bytes() for p in b.iterdir()} == before and (other / "manifest.json").exists()
+
+
+# ---------------------------------------------------------------- bad settings and samples
+
+@pytest.mark.parametrize("setting, needle", [
+    ("train.warmup_ratio=2", "train.warmup_ratio=2.0 is out of range"),
+    ("train.weight_decay=-1", "train.weight_decay=-1.0 is out of range"),
+    ("train.save_total_limit=0", "train.save_total_limit=0 is out of range"),
+])
+def test_out_of_range_settings_are_refused_at_config_time(tmp_path, build, setting, needle):
+    _one_error_line(run_sft(*_ov(build, tmp_path / "r", setting)), needle)
+    assert not (tmp_path / "r").exists()
+
+
+def _with_manifest_hash(b, split, edit):
+    rows = [json.loads(x) for x in (b / f"{split}.jsonl").read_text().splitlines()]
+    edit(rows)
+    (b / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mf = json.loads((b / "manifest.json").read_text())
+    mf["files"][f"{split}.jsonl"] = sha256_file(b / f"{split}.jsonl")  # a faulty writer: the hash agrees
+    (b / "manifest.json").write_text(json.dumps(mf))
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("label", 2, "label must be 0 or 1, got 2"),
+    ("label", True, "label must be 0 or 1, got True"),
+    ("split", "test", "has split 'test' but is in the train file"),
+    ("subset", "nope", "unknown subset 'nope'"),
+])
+def test_a_bad_sample_is_never_trained_on(tmp_path, build, field, value, needle):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    _with_manifest_hash(b, "train", lambda rows: rows[2].update({field: value}))
+    with pytest.raises(Exception, match="not a valid sample"):
+        load_build(b).samples("train")
+    if field == "label" and value == 2:
+        _one_error_line(run_sft(*_ov(b, tmp_path / "r")), needle, f"{b / 'train.jsonl'}:3", "rebuild it")
+
+
+def test_manifest_of_the_wrong_shape_is_one_error_line(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    mf = json.loads((b / "manifest.json").read_text())
+    for bad, needle in (([1, 2], "is a JSON list, not an object"),
+                        ({**mf, "files": 5}, "has no 'files' mapping"),
+                        ({**mf, "counts": []}, "has 'counts' that is not an object")):
+        (b / "manifest.json").write_text(json.dumps(bad))
+        with pytest.raises(BuildNotFound, match=needle):
+            load_build(b)
+    _one_error_line(run_sft(*_ov(b, tmp_path / "r")), "has 'counts' that is not an object", "rebuild it")
+
+
+def test_empty_train_split_says_how_to_fix_it(tmp_path, build):
+    whole = load_build(build)
+    train = [s for s in whole.samples("train") if s.subset == "safety_qa"]
+    b = tmp_path / "b"
+    write_build(b, train, whole.samples("test"), {"seed": 0})
+    _one_error_line(run_sft(*_ov(b, tmp_path / "r")), "has no training samples for sg_qa",
+                    "its train split has safety_qa", "subset=safety_qa", "subsets=[sg_qa]")
+
+
+def test_sha256_mismatch_tells_how_this_build_was_made(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    with open(b / "train.jsonl", "a") as f:
+        f.write("\n")
+    with pytest.raises(BuildChanged) as e:
+        load_build(b).samples("train")
+    assert "synthetic" in str(e.value) and "../shared/data/raw out=" not in str(e.value)
+    mf = json.loads((b / "manifest.json").read_text())  # a build of real sources: its own sources.root
+    del mf["synthetic_sources"]
+    mf["config"] = {"sources": {"root": "/data/raw"}}
+    (b / "manifest.json").write_text(json.dumps(mf))
+    with pytest.raises(BuildChanged, match=f"python data_build/build.py sources.root=/data/raw out={b}"):
+        load_build(b).samples("train")
+
+
+# ---------------------------------------------------------------- damaged and torn run files
+
+def _copy_run(finished, dst):
+    shutil.copytree(finished, dst, ignore=shutil.ignore_patterns(".lock"))
+    return dst
+
+
+def test_torn_last_metrics_line_is_dropped_and_the_run_resumes(tmp_path, build, finished, caplog):
+    run = _copy_run(finished, tmp_path / "R")
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "status": "running"}))  # killed after checkpoint-2
+    shutil.rmtree(run / "adapter")
+    shutil.rmtree(run / "checkpoints" / f"checkpoint-{STEPS}")
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "loss": 1.2')  # the write the kill cut short
+    with caplog.at_level(logging.WARNING):
+        assert [m["step"] for m in rd.read_metrics(run / "metrics.jsonl")] == list(range(1, STEPS + 1))
+    assert "dropped a torn last line" in caplog.text
+    r = run_sft(*_ov(build, run))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resuming from" in r.stderr and "dropped a torn last line" in r.stderr
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, STEPS + 1))
+    check_adapter_files(run / "adapter")
+
+
+def test_a_bad_metrics_line_before_the_last_names_file_and_line(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    p.write_text('{"step": 1}\nnot json\n{"step": 2}\n')
+    with pytest.raises(TrainError, match=r"metrics.jsonl:2.*delete that line"):
+        rd.read_metrics(p)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "meta"])
+def test_a_damaged_adapter_is_not_current_and_the_rerun_writes_it_again(tmp_path, build, finished, damage):
+    run = _copy_run(finished, tmp_path / "R")
+    w = run / "adapter" / "adapter_model.safetensors"
+    if damage == "missing":
+        w.unlink()
+    elif damage == "truncated":
+        w.write_bytes(w.read_bytes()[:100])
+    else:
+        (run / "adapter" / "automon_adapter.json").write_text('{"base_model": "ti')
+    st = _status(build, run)  # what pipeline.py asks
+    assert st.state is Currency.RESUMABLE and "complete by run.json, but its adapter" in st.reason, st
+    if damage == "truncated":
+        r = run_sft(*_ov(build, run))
+        assert r.returncode == 0, r.stderr[-3000:]
+        check_adapter_files(run / "adapter")
+        assert _status(build, run).current
+
+
+def test_damaged_run_json_or_config_is_stale_not_a_traceback(tmp_path, build, finished):
+    run = _copy_run(finished, tmp_path / "R")
+    (run / "run.json").write_text('{"status": "compl')
+    assert "holds a damaged run" in _status(build, run).reason
+    _one_error_line(run_sft(*_ov(build, run)), "holds a damaged run", "overwrite=true")
+
+
+def test_disk_full_during_training_is_one_error_line(tmp_path, build):
+    """ENOSPC from the metrics file (as from a checkpoint) inside the real entry script."""
+    code = ("import errno, runpy, sys\n"
+            "import automon.training.callbacks as cb\n"
+            "def full(self, *a, **k):\n"
+            "    raise OSError(errno.ENOSPC, 'No space left on device', str(self.path))\n"
+            "cb.MetricsCallback.on_log = full\n"
+            f"sys.argv = [{str(REPO / 'train' / 'sft.py')!r}, *sys.argv[1:]]\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    r = subprocess.run([sys.executable, "-c", code, *_ov(build, tmp_path / "r")], cwd=REPO, capture_output=True,
+                       text=True, timeout=600)
+    _one_error_line(r, "cannot write the run: no space left on device", "metrics.jsonl", "free some space",
+                    "resumes")
