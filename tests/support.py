@@ -175,8 +175,11 @@ def tiny_path() -> str:
 
 def make_adapter(out: Path, *, subset: str = "safety_code", seed: int = 0, r: int = 8,
                  prompt: str = "direct_v1", base_model: str = "tiny", pretrained: str = "tiny",
-                 enable_thinking: bool = False, prompt_fit: str = FIT_VERSION, write_meta: bool = True) -> Path:
-    """A random (non-identity) LoRA adapter on the tiny model, saved like training saves one."""
+                 enable_thinking: bool = False, prompt_fit: str = FIT_VERSION, write_meta: bool = True,
+                 data_manifest_hash: str = "") -> Path:
+    """A random (non-identity) LoRA adapter on the tiny model, saved like training saves one.
+    `data_manifest_hash`: the build it says it was trained on ("" = unknown, as for a hand-made adapter;
+    evaluation then notes that its training data are unknown)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -195,8 +198,8 @@ def make_adapter(out: Path, *, subset: str = "safety_code", seed: int = 0, r: in
     model.save_pretrained(out)
     if write_meta:
         AdapterMeta(base_model=base_model, pretrained=pretrained, prompt=prompt,
-                    enable_thinking=enable_thinking, subset=subset, data_manifest_hash="0" * 64, lora_rank=r,
-                    automon_version="test", prompt_fit=prompt_fit).write(out)
+                    enable_thinking=enable_thinking, subset=subset, lora_rank=r,
+                    automon_version="test", prompt_fit=prompt_fit, data_manifest_hash=data_manifest_hash).write(out)
     return out
 
 

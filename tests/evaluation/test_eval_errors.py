@@ -44,10 +44,12 @@ def _closed_port() -> int:
 
 
 class FakeServer:
-    """An OpenAI-compatible chat-completions server that answers "yes", or HTTP 500 while `failing`."""
+    """An OpenAI-compatible chat-completions server that answers `answer` ("yes"), or HTTP 500 while
+    `failing`."""
 
     def __init__(self):
         self.failing = True
+        self.answer = "yes"
         self.requests = 0
         outer = self
 
@@ -61,7 +63,7 @@ class FakeServer:
                     body, status = json.dumps({
                         "id": "x", "object": "chat.completion", "created": 0, "model": "m",
                         "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                                     "message": {"role": "assistant", "content": "yes"}}]}).encode(), 200
+                                     "message": {"role": "assistant", "content": outer.answer}}]}).encode(), 200
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -152,6 +154,32 @@ def test_cli_incomplete_evaluation_exits_2_with_one_line(tmp_path, build, server
     assert "Traceback" not in r.stderr
     assert last.startswith("error: ") and "requests to backend=openai failed" in last and "rerun" in last
     assert "report.md, marked incomplete" in last
+
+
+def test_unparseable_answers_of_a_server_are_failures_never_cached(tmp_path, build, server):
+    """issue 27: a server answering valid HTTP with text the prompt cannot read gave exit 0 and cached it."""
+    server.failing, server.answer = False, "<html>Service temporarily unavailable</html>"
+    out = tmp_path / "o"
+    c = compose(_openai(build, out, server.url))
+    with pytest.raises(IncompleteEvaluation, match=r"first error: unparseable answer '<html>.*backend.model_name"):
+        evaluate(c)
+    doc = json.loads((out / "metrics.json").read_text())
+    assert doc["requests"]["complete"] is False and doc["requests"]["failed"] == doc["requests"]["n"]
+    assert (out / "report.md").read_text().split("\n")[2].startswith("**INCOMPLETE")
+    assert not (out / "identity.json").exists()
+    cached = [ln for f in (out / "cache").glob("*.jsonl") for ln in f.read_text().splitlines()
+              if '"key"' not in ln] if (out / "cache").exists() else []
+    assert cached == []  # the garbage is not kept: the next run asks again
+    n = server.requests
+    server.answer, server.requests = "yes", 0
+    res = evaluate(c)
+    assert server.requests == n and res.metrics[res.monitors[0].name]["requests"]["complete"] is True
+    r = _cli(*_openai(build, tmp_path / "o2", server.url, "backend.max_retries=0"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    server.answer = "maybe"
+    r = _cli(*_openai(build, tmp_path / "o3", server.url))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.rstrip().splitlines()[-1].startswith("error: ") and "unparseable answer 'maybe'" in r.stderr
 
 
 def test_adapter_whose_peft_config_names_another_base_is_refused(tmp_path, build):

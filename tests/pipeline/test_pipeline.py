@@ -314,3 +314,31 @@ def test_changes_rerun_only_what_is_stale(smoke):
     (adapter / "adapter_config.json").write_text((adapter / "adapter_config.json").read_text() + "\n")
     r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
     assert "eval: would run (stale: evaluation inputs changed: monitors.sg_code.adapter_hash: " in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_a_run_whose_adapter_is_damaged_is_not_current(smoke, tmp_path, damage):
+    """issue 27: the pipeline took a training run for current from its record (run.json) alone; the
+    stage's answer now reads the adapter files evaluation relies on, and the rerun writes them again."""
+    work = tmp_path / "work"
+    shutil.copytree(smoke[0], work)
+    weights = work / "runs" / "smoke" / "sg_code" / "adapter" / "adapter_model.safetensors"
+    if damage == "missing":
+        weights.unlink()
+    else:
+        weights.write_bytes(weights.read_bytes()[:1000])
+    r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
+    assert r.returncode == 0, _explain(r)
+    assert ("[pipeline] train sg_code: would run (resumable: complete by run.json, but its adapter is missing or "
+            "damaged") in r.stdout, r.stdout[-3000:]
+    assert "train safety_qa: current, skipped" in r.stdout and "eval: would run" in r.stdout
+    if damage == "truncated":
+        r, _ = pipeline(work, "experiment=smoke", "stages=[train]")
+        assert r.returncode == 0, _explain(r)
+        assert "overwrite=true" not in r.stdout  # resumed from its last checkpoint, not retrained
+        from automon.adapter_meta import check_adapter_files
+
+        check_adapter_files(weights.parent)
+        r, _ = pipeline(work, "experiment=smoke", "stages=[train]", "dry_run=true")
+        assert "train sg_code: current, skipped" in r.stdout, _explain(r)

@@ -81,6 +81,9 @@ class HoldoutConfig:
     unparseable: str = "wrong"   # wrong | positive | negative | exclude (see UNPARSEABLE_POLICIES)
     far_targets: List[float] = field(default_factory=lambda: [0.05, 0.10])  # report MR at these FARs
     allow_mismatch: bool = False  # evaluate an adapter trained differently (base model, prompt, thinking)
+    # Evaluate an adapter trained on another data build than data.dir (its test split may hold samples
+    # it was trained on): refused unless true; then the report is marked CONTAMINATED.
+    allow_other_build: bool = False
     # Null: evals/<model>__<adapter run name | base | sweep-NAME>__<prompt>__shots<k>
     output_dir: Optional[str] = None
     # Null: <output_dir>/cache. Point several evaluations at one directory to share predictions.
@@ -137,8 +140,10 @@ class HoldoutConfig:
             raise ConfigError(f"data.subsets has unknown {bad or 'nothing'}; valid: {', '.join(SUBSETS)}")
         if any(not (0 < t < 1) or math.isnan(t) for t in self.far_targets):
             raise ConfigError(f"far_targets={self.far_targets} must lie strictly between 0 and 1")
-        if self.bootstrap.n < 0 or not 0 < self.bootstrap.ci < 1:
-            raise ConfigError("bootstrap.n must be >= 0 and bootstrap.ci in (0, 1)")
+        if self.bootstrap.n < 1 or not 0 < self.bootstrap.ci < 1:
+            raise ConfigError(f"bootstrap.n={self.bootstrap.n}, bootstrap.ci={self.bootstrap.ci}: bootstrap.n must "
+                              "be >= 1 (the confidence intervals need replicates; 1000 is the default) and "
+                              "bootstrap.ci in (0, 1)")
         self._check_ood()
 
     def _check_ood(self) -> None:

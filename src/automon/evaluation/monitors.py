@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automon.adapter_meta import ADAPTER_META_FILE, AdapterMeta
+from automon.adapter_meta import ADAPTER_CONFIG_FILE, ADAPTER_META_FILE, AdapterMeta, check_adapter_files
 from automon.evaluation.errors import AdapterMismatch, EvalError
 from automon.judges.base import LoraAdapter
 from automon.prompts import FIT_VERSION
 
 BASE = "base"
+log = logging.getLogger("automon.evaluation")
 
 
 @dataclass
@@ -113,11 +115,27 @@ def peft_base_mismatch(adapter_dir: Path, cfg: Any) -> list[str]:
             f"({evaluated})"]
 
 
+def adapter_dir_of(path: str | Path) -> Path:
+    """The adapter directory `adapter=` means: the directory itself, or the directory of a file in it
+    (adapter=<run>/adapter/adapter_model.safetensors)."""
+    p = Path(path)
+    if p.is_file() and (p.parent / ADAPTER_CONFIG_FILE).is_file():
+        return p.parent
+    if p.is_file():
+        raise EvalError(f"adapter={p} is a file, not an adapter directory", "adapter",
+                        f"pass the directory that holds {ADAPTER_CONFIG_FILE} and adapter_model.safetensors "
+                        "(<run>/adapter, written by train/sft.py)")
+    if not p.is_dir():
+        raise EvalError(f"adapter directory {p} does not exist", "adapter",
+                        "pass the <run>/adapter directory written by train/sft.py")
+    return p
+
+
 def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
     from automon.judges.vllm_engine import adapter_rank  # pure function; no vllm import
 
-    if not adapter_dir.is_dir():
-        raise EvalError(f"adapter directory {adapter_dir} does not exist")
+    adapter_dir = adapter_dir_of(adapter_dir)
+    check_adapter_files(adapter_dir)
     h = adapter_hash(adapter_dir)
     try:
         meta = AdapterMeta.read(adapter_dir)
@@ -131,20 +149,68 @@ def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
                    adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs)
 
 
+def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir: Any, allow: bool) -> list[str]:
+    """Adapters trained on another data build than the one evaluated: its test samples may have been
+    in their training data. Refused (EvalError) unless `allow` (allow_other_build=true); then one
+    CONTAMINATED note per such adapter, for the report's opening. An adapter that records no build
+    (not written by train/sft.py) cannot be checked: a warning says so."""
+    other, notes = [], []
+    for m in monitors:
+        if m.meta is None or m.kind != "lora":
+            continue
+        recorded = str(m.meta.data_manifest_hash or "")
+        if not recorded:
+            log.warning("adapter %s records no training data build: whether test samples of %s were in its "
+                        "training data cannot be checked", m.name, build_dir)
+        elif recorded != manifest_hash:
+            other.append(m)
+            notes.append(f"CONTAMINATED (other build): adapter {m.name} was trained on the data build with "
+                         f"manifest sha256 {recorded[:12]}..., not on {build_dir} ({manifest_hash[:12]}...): test "
+                         "samples here may have been in its training data (allow_other_build=true).")
+    if other and not allow:
+        names = ", ".join(f"{m.name} ({m.meta.data_manifest_hash[:12]}...)" for m in other)  # type: ignore[union-attr]
+        raise EvalError(f"adapter(s) {names} were trained on another data build than data.dir={build_dir} "
+                        f"(manifest sha256 {manifest_hash[:12]}...): its test split may hold samples they were "
+                        "trained on", "data.dir",
+                        "evaluate on the build they were trained on (run.json of the run names it), or pass "
+                        "allow_other_build=true to evaluate anyway (the report is then marked CONTAMINATED)")
+    return notes
+
+
 def sweep_adapters(sweep_dir: Path) -> list[tuple[str, Path]]:
     """(run name, adapter dir) for every subdirectory holding adapter/ (or itself an adapter)."""
+    return sweep_runs(sweep_dir)[0]
+
+
+def sweep_runs(sweep_dir: Path) -> tuple[list[tuple[str, Path]], list[str]]:
+    """(run name, adapter dir) for every subdirectory holding adapter/ (or itself an adapter), and a
+    line for every training run there that has no adapter (unfinished, failed, preempted): a sweep
+    never drops one without a word."""
     if not sweep_dir.is_dir():
         raise EvalError(f"sweep_dir {sweep_dir} does not exist")
-    found = []
-    for sub in sorted(p for p in sweep_dir.iterdir() if p.is_dir()):
-        if (sub / "adapter" / "adapter_config.json").exists():
+    found, skipped = [], []
+    for sub in sorted(p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if (sub / "adapter").is_dir():
             found.append((_safe(sub.name), sub / "adapter"))
-        elif (sub / "adapter_config.json").exists():
+        elif (sub / ADAPTER_CONFIG_FILE).exists():
             found.append((_safe(sub.name), sub))
+        elif any((sub / n).exists() for n in ("config.yaml", "run.json", "checkpoints", "adapter", "train.log")):
+            skipped.append(f"{sub.name}: {_unfinished_reason(sub)}")
     if not found:
-        raise EvalError(f"sweep_dir {sweep_dir} has no subdirectory with adapter/adapter_config.json; "
-                        "point it at the directory that holds the training runs")
-    return found
+        more = f" (training runs without an adapter: {'; '.join(skipped)})" if skipped else ""
+        raise EvalError(f"sweep_dir {sweep_dir} has no subdirectory with adapter/adapter_config.json{more}; "
+                        "point it at the directory that holds the training runs, and finish them first")
+    return found, skipped
+
+
+def _unfinished_reason(run_dir: Path) -> str:
+    import json
+
+    try:
+        status = json.loads((run_dir / "run.json").read_text()).get("status", "unknown")
+    except (OSError, ValueError, AttributeError):
+        status = "no readable run.json"
+    return f"no adapter (run status: {status}; rerun its train/sft.py command to finish it)"
 
 
 def resolve_monitors(cfg: Any) -> list[Monitor]:
@@ -155,11 +221,12 @@ def resolve_monitors(cfg: Any) -> list[Monitor]:
             raise EvalError(f"backend={cfg.backend.name} scores its own monitors; drop sweep_dir= and adapter=")
         mons = own
     elif cfg.sweep_dir:
-        mons = [_adapter_monitor(d, n, cfg) for n, d in sweep_adapters(Path(cfg.sweep_dir))]
+        found, _ = sweep_runs(Path(cfg.sweep_dir))
+        mons = [_adapter_monitor(d, n, cfg) for n, d in found]
         if cfg.include_base:
             mons.insert(0, Monitor(name=BASE, label=BASE))
     elif cfg.adapter:
-        d = Path(cfg.adapter)
+        d = adapter_dir_of(cfg.adapter)
         mons = [_adapter_monitor(d, adapter_run_name(d), cfg)]
     else:
         mons = [Monitor(name=BASE, label=BASE)]

@@ -47,8 +47,12 @@ def _points(doc: Mapping[str, Any], subsets: Sequence[str]) -> dict[str, tuple[f
 
 
 def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Mapping[str, list],
-                  docs: Mapping[str, dict], kind: str) -> list[Path]:
+                  docs: Mapping[str, dict], kind: str, write_to: Path | None = None) -> list[Path]:
+    """The output files of `out_dir`, written under `write_to` (a staging dir, automon.evaluation.publish)
+    when given; the paths returned are under it too. wandb mirrors under the name of `out_dir`."""
     from automon.report import plots
+
+    final, out_dir = out_dir, write_to or out_dir
 
     subsets = [s for s in c.data.subsets if any(r["subset"] == s for r in next(iter(preds.values())))]
     curves = {m.label: _curves(preds[m.name], subsets) for m in monitors}
@@ -73,7 +77,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
         m = monitors[0]
         files = monitor_files(out_dir, m, figure=True)
         written += [out_dir / f for f in files]
-        _mirror(c, out_dir, monitors, docs, None, images)
+        _mirror(c, final, monitors, docs, None, images)
         return written
 
     # ---- a sweep, or a backend with several monitors of its own (probes): one folder per monitor + the matrix
@@ -102,9 +106,11 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     files.append("monitors/<name>/{predictions.jsonl, metrics.json, report.md}")
     head = {k: v for k, v in docs[monitors[0].name].items()
             if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title")}
+    # every monitor's caveats (an adapter of another build is CONTAMINATED), each once, in order
+    head["caveats"] = list(dict.fromkeys(n for m in monitors for n in docs[m.name].get("caveats") or []))
     head["title"] = (f"Held-out transfer matrix: {c.sweep_dir or c.backend.model_label(c.model)} "
                      f"({len(monitors)} monitors)")
-    from automon.evaluation.run import request_summary
+    from automon.evaluation.completeness import request_summary
 
     head["requests"] = request_summary([r for m in monitors for r in preds[m.name]], c.max_failed_share)
     head["requests"]["complete"] = all(docs[m.name]["requests"]["complete"] for m in monitors)
@@ -118,7 +124,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     write_json(out_dir / "metrics.json", top)
     report = markdown.sweep_report(head, mmd, described, docs, pareto, files)
     (out_dir / "report.md").write_text(report, encoding="utf-8")
-    _mirror(c, out_dir, monitors, docs, rows, images)
+    _mirror(c, final, monitors, docs, rows, images)
     return [out_dir / f for f in files if "<" not in f]
 
 

@@ -25,10 +25,13 @@ from automon.data.io import ensure_writable_dir, load_build
 from automon.config.eval import HoldoutConfig
 from automon.evaluation import status as eval_status
 from automon.evaluation.cache import PredictionCache
+from automon.errors import disk_full
 from automon.evaluation.caveats import caveats
+from automon.evaluation.completeness import (earlier_failures, incomplete_fix, mark_unparseable,  # noqa: F401
+                                             request_summary, worst)
 from automon.evaluation.errors import EvalError, IncompleteEvaluation
 from automon.evaluation.fewshot import select_shots
-from automon.evaluation.monitors import BASE, Monitor, resolve_monitors
+from automon.evaluation.monitors import BASE, Monitor, resolve_monitors, sweep_runs, training_build_notes
 from automon.evaluation.requests import Rendered, render_all
 from automon.judges import JudgeRequest, JudgeResult, make_judge
 from automon.metrics import METRICS_VERSION, compute_metrics
@@ -163,10 +166,15 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
             log.warning("evaluating %s despite: %s (allow_mismatch=true)", m.name, "; ".join(m.mismatches))
     t0 = time.perf_counter()
     build = load_build(c.data.dir)
+    notes = training_build_notes(monitors, build.manifest_hash, c.data.dir, c.allow_other_build)
     test = select_test(build.samples("test"), c.data.subsets, c.data.max_pairs_per_subset)
     tm["data_s"] += time.perf_counter() - t0
     out_dir = Path(c.output_dir) if c.output_dir else default_output_dir(c, monitors)
+    refuse_build_dir(out_dir, Path(build.path))
     ensure_writable_dir(out_dir, "output_dir")  # before the model loads; created when results come
+    not_scored = sweep_runs(Path(c.sweep_dir))[1] if c.sweep_dir and c.backend.monitors(c) is None else []
+    for line in not_scored:
+        log.warning("sweep_dir %s: not scored: %s", c.sweep_dir, line)
     cache_root = Path(c.cache_dir) if c.cache_dir else out_dir / "cache"
 
     tokenizer = None
@@ -252,6 +260,8 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
                                      prompt=rendered[i].prompt, adapter=m.name if m.adapter_dir else None)
                         for m, i in chunk]
                 out = judge.score(reqs)
+                if c.backend.unparseable_fails:
+                    out = [mark_unparseable(res, kind, c.prompt.name) for res in out]
                 per_monitor: dict[str, list] = defaultdict(list)
                 for (m, i), res in zip(chunk, out):
                     results[m.name][i] = res
@@ -259,6 +269,12 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
                 for name, items in per_monitor.items():
                     caches[name].put_many(items)
                 bar.update(len(chunk))
+        except OSError as e:
+            if not disk_full(e):
+                raise
+            raise EvalError(f"cannot write the prediction cache: {e.strerror}", e.filename or str(cache_root),
+                            "free some space (or quota) there, or set cache_dir= elsewhere, and rerun the same "
+                            "command: the predictions cached so far are kept") from e
         finally:
             bar.close()
             tm["score_loop_s"] += time.perf_counter() - t_loop
@@ -304,8 +320,10 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
         met = compute_metrics(rows, policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
                               seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=group_order(),
                               thresholds=ref_thr.get(m.name))
-        docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name]),
+        docs[m.name] = {**_doc_header(c, kind, build, test, shots, n_short, m, caches[m.name], notes),
                         "requests": request_summary(rows, c.max_failed_share), **met}
+        if not_scored:  # only then: a complete sweep's metrics.json is unchanged
+            docs[m.name]["not_scored"] = not_scored
         if m.name in ref_thr:
             docs[m.name]["far_reference"] = {"thresholds": ref_thr[m.name], "in_distribution": training_subset(m),
                                              "n_benign": sum(1 for s in splits[training_subset(m)][1] if s.label == 0)}
@@ -314,6 +332,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     tm["metrics_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     from automon.evaluation.outputs import write_outputs
+    from automon.evaluation.publish import staged_outputs
 
     summary = request_summary([r for rows in preds.values() for r in rows], c.max_failed_share)
     # Per monitor: one adapter the server does not know fails all its requests, however many others a
@@ -324,26 +343,26 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     if kept:
         log.warning("kept the earlier results in %s (%d failed requests) over this run's (%d failed)",
                     out_dir, earlier, summary["failed"])
-    else:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        eval_status.forget(out_dir)  # the outputs are not current again until they are all rewritten
-        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
-        written = write_outputs(c, out_dir, monitors, preds, docs, kind)
-    tm["report_s"] += time.perf_counter() - t0
-    tm["total_s"] = time.perf_counter() - t_start
-    tm["harness_s"] = tm["total_s"] - tm.get("model_s", 0.0) - tm.get("load_s", 0.0)
-    (out_dir / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
-    if summary["complete"] and not kept:  # only complete outputs are current (pipeline.py skips them)
-        eval_status.record(out_dir, eval_status.identity(c, monitors, build.manifest_hash), written)
+        tm["report_s"] += time.perf_counter() - t0
+        _finish_timing(tm, t_start)
+        (out_dir / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
+    else:  # the whole set in a staging dir, then moved in: a failure leaves the earlier set whole
+        with staged_outputs(out_dir) as stage:
+            (stage / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
+            written = write_outputs(c, out_dir, monitors, preds, docs, kind, write_to=stage)
+            tm["report_s"] += time.perf_counter() - t0
+            _finish_timing(tm, t_start)
+            (stage / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
+            if summary["complete"]:  # only complete outputs are current (pipeline.py skips them)
+                eval_status.record(stage, eval_status.identity(c, monitors, build.manifest_hash), written)
     if not summary["complete"]:
         where = (f"{out_dir}: the earlier results there, with fewer failures, were kept" if kept
                  else f"{out_dir}/report.md, marked incomplete")
         raise IncompleteEvaluation(
-            f"{summary['failed']} of {summary['n']} requests to backend={c.backend.name} failed; {_worst(docs)} "
+            f"{summary['failed']} of {summary['n']} requests to backend={c.backend.name} failed; {worst(docs)} "
             f"is over max_failed_share={c.max_failed_share} (first error: {summary['first_error']})",
             where,
-            "fix the backend (is the server up? backend.base_url?) and rerun the same command: failed "
-            "requests are not cached and are sent again, answered ones come from the cache")
+            incomplete_fix(summary["first_error"]))
     return EvalResult(output_dir=out_dir, monitors=monitors, metrics=docs, predictions=preds,
                       timings=dict(tm), n_computed=len(todo), n_cached=n_cached)
 
@@ -355,43 +374,22 @@ def _print_cost(tm: Mapping[str, float]) -> None:
     print(f"OOD detectors + fusion: {det:.1f} s = {share} the monitors' scoring time ({score:.1f} s)")
 
 
-def request_summary(rows: Sequence[dict], max_failed_share: float) -> dict[str, Any]:
-    """How many of an evaluation's requests the backend failed on, and whether that is few enough for
-    the evaluation to count as complete (metrics.json "requests"; report.md opens with a warning if not)."""
-    errors = [r["error"] for r in rows if r["error"] is not None]
-    n = len(rows)
-    return {"n": n, "failed": len(errors), "failed_share": round(len(errors) / n, 6) if n else 0.0,
-            "max_failed_share": max_failed_share, "complete": len(errors) <= max_failed_share * n,
-            "first_error": errors[0][:300] if errors else None}
+def _finish_timing(tm: dict[str, float], t_start: float) -> None:
+    tm["total_s"] = time.perf_counter() - t_start
+    tm["harness_s"] = tm["total_s"] - tm.get("model_s", 0.0) - tm.get("load_s", 0.0)
 
 
-def _worst(docs: dict[str, dict]) -> str:
-    """'monitor' (failed/n) with the largest share of failed requests, for the error line."""
-    name, d = max(docs.items(), key=lambda kv: kv[1]["requests"]["failed_share"])
-    return f"monitor {name} ({d['requests']['failed']}/{d['requests']['n']})"
-
-
-def earlier_failures(out_dir: Path, manifest_hash: str, n_test: int, c: HoldoutConfig) -> int | None:
-    """Failed requests of the results already in `out_dir`, if they evaluate the same thing (same data,
-    test samples, prompt and shots); None when there are none to compare with."""
-    try:
-        doc = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    data = doc.get("data") or {}
-    same = (data.get("manifest_hash") == manifest_hash and data.get("n_test") == n_test
-            and doc.get("prompt") == c.prompt.name and doc.get("shots") == c.shots)
-    if not same:
-        return None
-    if "requests" in doc:
-        return int(doc["requests"]["failed"])
-    if "monitors" in doc:  # a sweep written before "requests" was recorded
-        return sum(int(m["overall"].get("errors", 0)) for m in doc["monitors"].values())
-    return int((doc.get("overall") or {}).get("errors", 0))
+def refuse_build_dir(out_dir: Path, build_dir: Path) -> None:
+    """output_dir must not be the data build or lie inside it (outputs would mix with the build's files)."""
+    out, b = out_dir.resolve(), build_dir.resolve()
+    if out == b or b in out.parents:
+        raise EvalError(f"output_dir={out_dir} is {'the data build' if out == b else 'inside the data build'} "
+                        f"{build_dir}", "output_dir", "choose an output_dir= outside the data build (or leave it "
+                        "unset: evals/<model>__<monitor>__<prompt>__shots<k>)")
 
 
 def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample], shots: Sequence[Sample],
-                n_short: int, m: Monitor, cache: PredictionCache) -> dict[str, Any]:
+                n_short: int, m: Monitor, cache: PredictionCache, notes: Sequence[str] = ()) -> dict[str, Any]:
     who = "base model" if m.adapter_dir is None else f"{'probe' if m.kind == 'probe' else 'adapter'} {m.name}"
     doc: dict[str, Any] = {
         "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",
@@ -405,7 +403,8 @@ def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample],
         "far_targets": list(c.far_targets), "bootstrap": asdict(c.bootstrap),
         "data": {"dir": str(c.data.dir), "manifest_hash": build.manifest_hash, "subsets": list(c.data.subsets),
                  "max_pairs_per_subset": c.data.max_pairs_per_subset, "n_test": len(test)},
-        "caveats": caveats(c.model, build.manifest, test, c.data.max_pairs_per_subset),
+        # adapters of another (or an unknown) training build first: CONTAMINATED opens the report
+        "caveats": [*notes, *caveats(c.model, build.manifest, test, c.data.max_pairs_per_subset)],
         "n_shortened": n_short, "max_seq_length": c.backend.max_seq_length,
         # every setting of the backend (an API key is never a setting: only its variable's name is)
         "backend_config": asdict(c.backend),

@@ -85,6 +85,9 @@ class BackendConfig:
 
     # Loads the model's weights and tokenizer here: prompts are rendered to text and measured locally.
     local_model: ClassVar[bool] = True
+    # An answer the prompt's parser cannot read counts as a failed request (not cached, retried, over
+    # max_failed_share the evaluation is INCOMPLETE): a server answering the wrong thing, not the monitor.
+    unparseable_fails: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:

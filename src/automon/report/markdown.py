@@ -55,7 +55,8 @@ def _monitor_text(mon: Mapping[str, Any]) -> str:
 def monitor_report(doc: Mapping[str, Any], files: Sequence[str]) -> str:
     o = doc["overall"]
     title = doc.get("title", "Held-out evaluation")
-    lines = [f"# {title}", "", *incomplete_banner(doc), *caveats_banner(doc), header_table(doc), "## Overall", "",
+    lines = [f"# {title}", "", *incomplete_banner(doc), *caveats_banner(doc), *not_scored_banner(doc),
+             header_table(doc), "## Overall", "",
              f"MR {fmt_ci(o['mr'], o['mr_ci'])}, FAR {fmt_ci(o['far'], o['far_ci'])}, AUROC {fmt(o['auroc'])}, "
              f"pair accuracy {fmt(o['pair_accuracy'])} over {o['n_pairs']} pairs (n = {o['n']}).", "",
              f"Unparseable answers: **{o['unparseable']}**; failed requests: **{o['errors']}** "
@@ -85,6 +86,15 @@ def caveats_banner(doc: Mapping[str, Any]) -> list[str]:
     return ["**Read this first:**", "", *[f"- **{n}**" for n in notes], ""]
 
 
+def not_scored_banner(doc: Mapping[str, Any]) -> list[str]:
+    """The training runs of a sweep_dir that have no adapter (unfinished, failed), so are not in it."""
+    runs = doc.get("not_scored") or []
+    if not runs:
+        return []
+    return [f"**Not scored: {len(runs)} training run(s) in the sweep have no adapter** (the matrix lacks their "
+            "rows):", "", *[f"- {r}" for r in runs], ""]
+
+
 def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequence[Mapping[str, Any]],
                  metrics: Mapping[str, Mapping[str, Any]], pareto: Mapping[str, Any], files: Sequence[str]) -> str:
     fk = far_keys(metrics[monitors[0]["name"]]["overall"]) if monitors else []
@@ -92,7 +102,7 @@ def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequenc
                      [[m["label"], m["name"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True),
                        f"[report](monitors/{m['name']}/report.md)"] for m in monitors])
     lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", *incomplete_banner(doc), *caveats_banner(doc),
-             header_table(doc),
+             *not_scored_banner(doc), header_table(doc),
              "## Transfer matrix", "", matrix_markdown, "## Monitors (overall)", "", table.rstrip("\n")]
     r = pareto.get("pearson_r")
     lines += ["", f"Pareto front (lowest MR and FAR): {', '.join(pareto.get('pareto_front', [])) or '—'}; "

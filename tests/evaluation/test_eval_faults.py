@@ -1,0 +1,232 @@
+"""eval/holdout.py under faults and bad input (issue 27, docs/errors.md): damaged adapters, adapters of
+another build, bad samples, a full disk while rewriting results, sweeps with unfinished runs. Each ends
+in one `error:` line (exit 2) or a bannered result; nothing is lost."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO, compose, cpu_overrides, make_adapter, make_build
+from automon.adapter_meta import AdapterError
+from automon.data.io import load_build, sha256_file
+from automon.evaluation import evaluate
+from automon.evaluation.errors import EvalError
+from automon.evaluation.monitors import resolve_monitors
+from automon.evaluation.status import status as eval_status
+from automon.schema import SampleError
+
+TINY = ["data.subsets=[safety_qa,sg_code]"]  # two subsets, one pair each: seconds on the tiny model
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    return make_build(tmp_path_factory.mktemp("b") / "build", pairs_per_subset=1, train_per_subset=2)
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory, build):
+    """An adapter that records `build` as its training data, as train/sft.py writes it."""
+    return make_adapter(tmp_path_factory.mktemp("a") / "run" / "adapter",
+                        data_manifest_hash=load_build(build).manifest_hash)
+
+
+def _cli(*args):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    env.pop("AUTOMON_DEBUG", None)
+    return subprocess.run([sys.executable, str(REPO / "eval" / "holdout.py"), *args], capture_output=True,
+                          text=True, timeout=240, env=env, cwd=REPO)
+
+
+def _one_error_line(r, *needles):
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert len(errors) == 1 and r.stderr.rstrip().splitlines()[-1] == errors[0], r.stderr[-3000:]
+    for n in needles:
+        assert n in errors[0], errors[0]
+    return errors[0]
+
+
+def _copy_adapter(adapter, dst):
+    shutil.copytree(adapter, dst)
+    return dst
+
+
+# ---------------------------------------------------------------- damaged adapters
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "random"])
+def test_damaged_adapter_weights_are_one_error_line(tmp_path, build, adapter, damage):
+    ad = _copy_adapter(adapter, tmp_path / "run" / "adapter")
+    w = ad / "adapter_model.safetensors"
+    data = w.read_bytes()
+    w.write_bytes({"empty": b"", "truncated": data[: len(data) // 2], "random": os.urandom(4096)}[damage])
+    with pytest.raises(AdapterError, match="not a complete safetensors file"):
+        resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={ad}")))
+    if damage == "truncated":  # the real command: one line, exit 2, nothing written
+        _one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
+                        "adapter_model.safetensors is not a complete safetensors file", "retrain it")
+        assert not (tmp_path / "o").exists()
+
+
+def test_lora_weights_of_another_rank_than_the_config_are_refused(tmp_path, build, adapter):
+    ad = _copy_adapter(adapter, tmp_path / "a" / "adapter")
+    cfg = json.loads((ad / "adapter_config.json").read_text())
+    (ad / "adapter_config.json").write_text(json.dumps({**cfg, "r": 16}))  # the weights are rank 8
+    with pytest.raises(AdapterError, match=r"the LoRA weights have rank 8 .* says r=16"):
+        resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={ad}")))
+    ad2 = _copy_adapter(adapter, tmp_path / "b" / "adapter")
+    meta = json.loads((ad2 / "automon_adapter.json").read_text())
+    (ad2 / "automon_adapter.json").write_text(json.dumps({**meta, "lora_rank": 32}))
+    with pytest.raises(AdapterError, match="lora_rank=32 but adapter_config.json says r=8"):
+        resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={ad2}")))
+
+
+def test_truncated_automon_adapter_json_is_one_error_line(tmp_path, build, adapter):
+    ad = _copy_adapter(adapter, tmp_path / "run" / "adapter")
+    text = (ad / "automon_adapter.json").read_text()
+    (ad / "automon_adapter.json").write_text(text[: len(text) // 2])
+    _one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
+                    "automon_adapter.json cannot be read", str(ad / "automon_adapter.json"), "retrain it")
+
+
+def test_adapter_may_name_a_file_in_the_adapter_dir(tmp_path, build, adapter):
+    (m,) = resolve_monitors(compose(cpu_overrides(build, tmp_path / "o",
+                                                  f"adapter={adapter / 'adapter_model.safetensors'}")))
+    assert m.adapter_dir == adapter and m.name == "run"
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(EvalError, match="is a file, not an adapter directory.*pass the directory that holds"):
+        resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={tmp_path / 'notes.txt'}")))
+
+
+# ---------------------------------------------------------------- the data
+
+def test_adapter_of_another_build_is_refused_or_marked_contaminated(tmp_path, build, adapter):
+    other = tmp_path / "other"
+    shutil.copytree(build, other)
+    m = json.loads((other / "manifest.json").read_text())
+    (other / "manifest.json").write_text(json.dumps({**m, "seed": 7}))  # another build, same test samples
+    ov = cpu_overrides(other, tmp_path / "o", f"adapter={adapter}", *TINY)
+    with pytest.raises(EvalError, match="trained on another data build than data.dir=.*allow_other_build=true"):
+        evaluate(compose(ov))
+    assert not (tmp_path / "o").exists()
+    res = evaluate(compose([*ov, "allow_other_build=true"]))
+    doc = res.metrics[res.monitors[0].name]
+    assert doc["caveats"][0].startswith("CONTAMINATED (other build): adapter run was trained on")
+    report = (tmp_path / "o" / "report.md").read_text().splitlines()
+    assert report[2] == "**Read this first:**" and report[4].startswith("- **CONTAMINATED (other build)")
+    # on its own build: no note
+    res = evaluate(compose(cpu_overrides(build, tmp_path / "o2", f"adapter={adapter}", *TINY)))
+    assert not any("CONTAMINATED" in n for n in res.metrics[res.monitors[0].name]["caveats"])
+
+
+def _rewrite_with_manifest(b, split, edit):
+    rows = [json.loads(x) for x in (b / f"{split}.jsonl").read_text().splitlines()]
+    edit(rows)
+    (b / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mf = json.loads((b / "manifest.json").read_text())
+    mf["files"][f"{split}.jsonl"] = sha256_file(b / f"{split}.jsonl")  # a faulty writer: the hash agrees
+    (b / "manifest.json").write_text(json.dumps(mf))
+
+
+def test_a_label_other_than_0_or_1_is_never_scored(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    _rewrite_with_manifest(b, "test", lambda rows: rows[1].update(label=2))
+    with pytest.raises(SampleError, match=r"label must be 0 or 1, got 2"):
+        evaluate(compose(cpu_overrides(b, tmp_path / "o")))
+    _one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "label must be 0 or 1, got 2",
+                    f"{b / 'test.jsonl'}:2", "rebuild it")
+    assert not (tmp_path / "o").exists()
+
+
+def test_manifest_of_the_wrong_shape_is_one_error_line(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    (b / "manifest.json").write_text("[1, 2, 3]")
+    _one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "is a JSON list, not an object", "rebuild it")
+
+
+def test_output_dir_may_not_be_the_data_build(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    before = sorted(p.name for p in b.iterdir())
+    with pytest.raises(EvalError, match="output_dir=.* is the data build"):
+        evaluate(compose(cpu_overrides(b, b)))
+    with pytest.raises(EvalError, match="is inside the data build"):
+        evaluate(compose(cpu_overrides(b, b / "evals")))
+    assert sorted(p.name for p in b.iterdir()) == before
+
+
+def test_bootstrap_n_below_1_is_refused_at_config_time(tmp_path, build):
+    with pytest.raises(Exception, match="bootstrap.n must be >= 1"):
+        compose(cpu_overrides(build, tmp_path / "o", "bootstrap.n=0"))
+    _one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", "bootstrap.n=0")), "bootstrap.n=0",
+                    "bootstrap.n must be >= 1")
+
+
+# ---------------------------------------------------------------- nothing lost
+
+def _snapshot(d):
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and "cache" not in p.relative_to(d).parts}
+
+
+@pytest.mark.parametrize("where", ["report", "predictions"])
+def test_disk_full_while_rewriting_leaves_the_earlier_results_whole(tmp_path, build, monkeypatch, where):
+    out = tmp_path / "o"
+    ov = cpu_overrides(build, out, *TINY)
+    evaluate(compose(ov))
+    before = _snapshot(out)
+    assert "identity.json" in before and eval_status(compose(ov)).current
+
+    import automon.evaluation.outputs as outputs
+    import automon.report.markdown as markdown
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", str(out / "report.md"))
+
+    if where == "report":  # after predictions.jsonl and metrics.json were written
+        monkeypatch.setattr(markdown, "monitor_report", full)
+    else:
+        monkeypatch.setattr(outputs, "write_predictions", full)
+    with pytest.raises(EvalError, match="No space left on device.*free some space.*are unchanged"):
+        evaluate(compose([*ov, "threshold=0.4"]))  # a new config: its config.yaml must not land beside old metrics
+    after = _snapshot(out)
+    assert after.keys() == before.keys() and all(after[k] == before[k] for k in before), "the old set changed"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".o.staging-")]
+    assert not list(out.rglob("*.tmp")) and eval_status(compose(ov)).current
+
+
+def test_disk_full_in_the_prediction_cache_is_a_user_error(tmp_path, build, monkeypatch):
+    from automon.evaluation.cache import PredictionCache
+
+    def full(self, items):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+
+    monkeypatch.setattr(PredictionCache, "put_many", full)
+    with pytest.raises(EvalError, match="cannot write the prediction cache: No space left on device.*cache_dir="):
+        evaluate(compose(cpu_overrides(build, tmp_path / "o", *TINY)))
+
+
+def test_sweep_lists_runs_it_could_not_score(tmp_path, build, adapter, caplog):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(adapter, sweep / "done" / "adapter")
+    (sweep / "killed").mkdir(parents=True)
+    (sweep / "killed" / "config.yaml").write_text("train: {}\n")
+    (sweep / "killed" / "run.json").write_text(json.dumps({"status": "running"}))
+    (sweep / "notes").mkdir()  # not a training run: no word about it
+    out = tmp_path / "o"
+    res = evaluate(compose(cpu_overrides(build, out, f"sweep_dir={sweep}", "include_base=false", *TINY)))
+    assert [m.name for m in res.monitors] == ["done"]
+    line = "killed: no adapter (run status: running; rerun its train/sft.py command to finish it)"
+    assert json.loads((out / "metrics.json").read_text())["not_scored"] == [line]
+    report = (out / "report.md").read_text()
+    assert "**Not scored: 1 training run(s) in the sweep have no adapter**" in report and f"- {line}" in report
+    assert any("not scored: " + line in r.getMessage() for r in caplog.records)
