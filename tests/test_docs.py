@@ -70,3 +70,17 @@ def test_docs_link_only_to_files_that_exist(doc):
             continue
         assert (REPO / doc).parent.joinpath(target).resolve().exists(), f"{doc} -> {target}"
     assert "design.md" not in text and "performance.md" not in text and not re.search(r"\bissue \d+", text)
+
+
+def test_the_mini_study_readme_quotes_its_metrics():
+    """docs/results/mini/README.md's table: each cell as metrics.json's matrix records it."""
+    mini = REPO / "docs/results/mini"
+    rows = _rows((mini / "README.md").read_text(), "| monitor | tested on |")
+    matrix = {(r["monitor"], r["test"]): r for r in json.loads((mini / "metrics.json").read_text())["matrix"]}
+    f = lambda v: "n/a" if v is None or v != v else f"{v:.2f}"  # noqa: E731  (None / NaN: undefined)
+    assert len(rows) >= 6
+    for monitor, test, auroc, pair, mr, far in rows:
+        r = matrix[(monitor, test)]
+        assert auroc == f(r["auroc"]) and pair == f(r["pair_accuracy"]), (monitor, test)
+        assert mr == f"{f(r['mr'])} [{f(r['mr_lo'])}, {f(r['mr_hi'])}]", (monitor, test)
+        assert far == f"{f(r['far'])} [{f(r['far_lo'])}, {f(r['far_hi'])}]", (monitor, test)
