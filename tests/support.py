@@ -203,7 +203,35 @@ def make_adapter(out: Path, *, subset: str = "safety_code", seed: int = 0, r: in
     return out
 
 
+def rewrite_split(build: Path, split: str, edit) -> None:
+    """Edit the records of `<split>.jsonl` in place (`edit(rows)`) and record the new sha256 in the
+    manifest, as a faulty writer would: only reading the samples can catch what it did."""
+    import json
+
+    from automon.data.io import sha256_file
+
+    f = Path(build) / f"{split}.jsonl"
+    rows = [json.loads(x) for x in f.read_text().splitlines()]
+    edit(rows)
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mf = json.loads((Path(build) / "manifest.json").read_text())
+    mf["files"][f.name] = sha256_file(f)
+    (Path(build) / "manifest.json").write_text(json.dumps(mf))
+
+
 # ---------------------------------------------------------------- commands
+
+def one_error_line(r: subprocess.CompletedProcess, *needles: str) -> str:
+    """An entry script's user error: exit status 2, no traceback, one `error:` line (the last) that
+    holds every needle; returns it."""
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert len(errors) == 1 and r.stderr.rstrip().splitlines()[-1] == errors[0], r.stderr[-3000:]
+    for n in needles:
+        assert n in errors[0], errors[0]
+    return errors[0]
+
 
 def sft_cmd(*overrides: str) -> list[str]:
     return [sys.executable, str(SFT), *overrides]

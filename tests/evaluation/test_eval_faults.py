@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from support import REPO, compose, cpu_overrides, make_adapter, make_build
+from support import REPO, compose, cpu_overrides, make_adapter, make_build, one_error_line, rewrite_split
 from automon.adapter_meta import AdapterError
-from automon.data.io import load_build, sha256_file
+from automon.data.io import load_build
 from automon.evaluation import evaluate
 from automon.evaluation.errors import EvalError
 from automon.evaluation.monitors import resolve_monitors
@@ -44,16 +44,6 @@ def _cli(*args):
                           text=True, timeout=240, env=env, cwd=REPO)
 
 
-def _one_error_line(r, *needles):
-    assert r.returncode == 2, r.stderr[-3000:]
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
-    assert len(errors) == 1 and r.stderr.rstrip().splitlines()[-1] == errors[0], r.stderr[-3000:]
-    for n in needles:
-        assert n in errors[0], errors[0]
-    return errors[0]
-
-
 def _copy_adapter(adapter, dst):
     shutil.copytree(adapter, dst)
     return dst
@@ -62,7 +52,7 @@ def _copy_adapter(adapter, dst):
 # ---------------------------------------------------------------- damaged adapters
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "random"])
-def test_damaged_adapter_weights_are_one_error_line(tmp_path, build, adapter, damage):
+def test_damaged_adapter_weights_areone_error_line(tmp_path, build, adapter, damage):
     ad = _copy_adapter(adapter, tmp_path / "run" / "adapter")
     w = ad / "adapter_model.safetensors"
     data = w.read_bytes()
@@ -70,7 +60,7 @@ def test_damaged_adapter_weights_are_one_error_line(tmp_path, build, adapter, da
     with pytest.raises(AdapterError, match="not a complete safetensors file"):
         resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={ad}")))
     if damage == "truncated":  # the real command: one line, exit 2, nothing written
-        _one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
+        one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
                         "adapter_model.safetensors is not a complete safetensors file", "retrain it")
         assert not (tmp_path / "o").exists()
 
@@ -88,11 +78,11 @@ def test_lora_weights_of_another_rank_than_the_config_are_refused(tmp_path, buil
         resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={ad2}")))
 
 
-def test_truncated_automon_adapter_json_is_one_error_line(tmp_path, build, adapter):
+def test_truncated_automon_adapter_json_isone_error_line(tmp_path, build, adapter):
     ad = _copy_adapter(adapter, tmp_path / "run" / "adapter")
     text = (ad / "automon_adapter.json").read_text()
     (ad / "automon_adapter.json").write_text(text[: len(text) // 2])
-    _one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
+    one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
                     "automon_adapter.json cannot be read", str(ad / "automon_adapter.json"), "retrain it")
 
 
@@ -126,31 +116,22 @@ def test_adapter_of_another_build_is_refused_or_marked_contaminated(tmp_path, bu
     assert not any("CONTAMINATED" in n for n in res.metrics[res.monitors[0].name]["caveats"])
 
 
-def _rewrite_with_manifest(b, split, edit):
-    rows = [json.loads(x) for x in (b / f"{split}.jsonl").read_text().splitlines()]
-    edit(rows)
-    (b / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    mf = json.loads((b / "manifest.json").read_text())
-    mf["files"][f"{split}.jsonl"] = sha256_file(b / f"{split}.jsonl")  # a faulty writer: the hash agrees
-    (b / "manifest.json").write_text(json.dumps(mf))
-
-
 def test_a_label_other_than_0_or_1_is_never_scored(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)
-    _rewrite_with_manifest(b, "test", lambda rows: rows[1].update(label=2))
+    rewrite_split(b, "test", lambda rows: rows[1].update(label=2))
     with pytest.raises(SampleError, match=r"label must be 0 or 1, got 2"):
         evaluate(compose(cpu_overrides(b, tmp_path / "o")))
-    _one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "label must be 0 or 1, got 2",
+    one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "label must be 0 or 1, got 2",
                     f"{b / 'test.jsonl'}:2", "rebuild it")
     assert not (tmp_path / "o").exists()
 
 
-def test_manifest_of_the_wrong_shape_is_one_error_line(tmp_path, build):
+def test_manifest_of_the_wrong_shape_isone_error_line(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)
     (b / "manifest.json").write_text("[1, 2, 3]")
-    _one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "is a JSON list, not an object", "rebuild it")
+    one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "is a JSON list, not an object", "rebuild it")
 
 
 def test_output_dir_may_not_be_the_data_build(tmp_path, build):
@@ -167,7 +148,7 @@ def test_output_dir_may_not_be_the_data_build(tmp_path, build):
 def test_bootstrap_n_below_1_is_refused_at_config_time(tmp_path, build):
     with pytest.raises(Exception, match="bootstrap.n must be >= 1"):
         compose(cpu_overrides(build, tmp_path / "o", "bootstrap.n=0"))
-    _one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", "bootstrap.n=0")), "bootstrap.n=0",
+    one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", "bootstrap.n=0")), "bootstrap.n=0",
                     "bootstrap.n must be >= 1")
 
 

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from support import REPO, make_build, run_sft, tiny_overrides
+from support import REPO, make_build, one_error_line, rewrite_split, run_sft, tiny_overrides
 from automon.adapter_meta import check_adapter_files
-from automon.data.io import BuildChanged, BuildNotFound, load_build, sha256_file, write_build
+from automon.data.io import BuildChanged, BuildNotFound, load_build, write_build
 from automon.stage_status import Currency
 from automon.training import rundir as rd
 from automon.training.errors import TrainError
@@ -40,16 +40,6 @@ def finished(tmp_path_factory, build):
     return run
 
 
-def _one_error_line(r, *needles):
-    assert r.returncode == 2, r.stderr[-3000:]
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
-    assert len(errors) == 1 and r.stderr.rstrip().splitlines()[-1] == errors[0], r.stderr[-3000:]
-    for n in needles:
-        assert n in errors[0], errors[0]
-    return errors[0]
-
-
 def _status(build, run):
     from support import CONF
     from hydra import compose, initialize_config_dir
@@ -69,11 +59,11 @@ def test_output_dir_that_is_the_data_build_is_refused_and_kept(tmp_path, build):
     shutil.copytree(build, b)
     before = {p.name: p.read_bytes() for p in b.iterdir()}
     for extra in ((), ("overwrite=true",)):
-        _one_error_line(run_sft(*_ov(b, b, *extra)), f"output_dir={b} is the data build", "outside the data build")
-    _one_error_line(run_sft(*_ov(b, tmp_path, "overwrite=true")), "holds the data build")
+        one_error_line(run_sft(*_ov(b, b, *extra)), f"output_dir={b} is the data build", "outside the data build")
+    one_error_line(run_sft(*_ov(b, tmp_path, "overwrite=true")), "holds the data build")
     other = tmp_path / "other"
     shutil.copytree(build, other)  # another build as output_dir: also never deleted
-    _one_error_line(run_sft(*_ov(b, other, "overwrite=true")), "holds a data build (manifest.json)")
+    one_error_line(run_sft(*_ov(b, other, "overwrite=true")), "holds a data build (manifest.json)")
     assert {p.name: p.read_bytes() for p in b.iterdir()} == before and (other / "manifest.json").exists()
 
 
@@ -85,17 +75,8 @@ def test_output_dir_that_is_the_data_build_is_refused_and_kept(tmp_path, build):
     ("train.save_total_limit=0", "train.save_total_limit=0 is out of range"),
 ])
 def test_out_of_range_settings_are_refused_at_config_time(tmp_path, build, setting, needle):
-    _one_error_line(run_sft(*_ov(build, tmp_path / "r", setting)), needle)
+    one_error_line(run_sft(*_ov(build, tmp_path / "r", setting)), needle)
     assert not (tmp_path / "r").exists()
-
-
-def _with_manifest_hash(b, split, edit):
-    rows = [json.loads(x) for x in (b / f"{split}.jsonl").read_text().splitlines()]
-    edit(rows)
-    (b / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    mf = json.loads((b / "manifest.json").read_text())
-    mf["files"][f"{split}.jsonl"] = sha256_file(b / f"{split}.jsonl")  # a faulty writer: the hash agrees
-    (b / "manifest.json").write_text(json.dumps(mf))
 
 
 @pytest.mark.parametrize("field, value, needle", [
@@ -107,14 +88,14 @@ def _with_manifest_hash(b, split, edit):
 def test_a_bad_sample_is_never_trained_on(tmp_path, build, field, value, needle):
     b = tmp_path / "b"
     shutil.copytree(build, b)
-    _with_manifest_hash(b, "train", lambda rows: rows[2].update({field: value}))
+    rewrite_split(b, "train", lambda rows: rows[2].update({field: value}))
     with pytest.raises(Exception, match="not a valid sample"):
         load_build(b).samples("train")
     if field == "label" and value == 2:
-        _one_error_line(run_sft(*_ov(b, tmp_path / "r")), needle, f"{b / 'train.jsonl'}:3", "rebuild it")
+        one_error_line(run_sft(*_ov(b, tmp_path / "r")), needle, f"{b / 'train.jsonl'}:3", "rebuild it")
 
 
-def test_manifest_of_the_wrong_shape_is_one_error_line(tmp_path, build):
+def test_manifest_of_the_wrong_shape_isone_error_line(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)
     mf = json.loads((b / "manifest.json").read_text())
@@ -124,7 +105,7 @@ def test_manifest_of_the_wrong_shape_is_one_error_line(tmp_path, build):
         (b / "manifest.json").write_text(json.dumps(bad))
         with pytest.raises(BuildNotFound, match=needle):
             load_build(b)
-    _one_error_line(run_sft(*_ov(b, tmp_path / "r")), "has 'counts' that is not an object", "rebuild it")
+    one_error_line(run_sft(*_ov(b, tmp_path / "r")), "has 'counts' that is not an object", "rebuild it")
 
 
 def test_empty_train_split_says_how_to_fix_it(tmp_path, build):
@@ -132,7 +113,7 @@ def test_empty_train_split_says_how_to_fix_it(tmp_path, build):
     train = [s for s in whole.samples("train") if s.subset == "safety_qa"]
     b = tmp_path / "b"
     write_build(b, train, whole.samples("test"), {"seed": 0})
-    _one_error_line(run_sft(*_ov(b, tmp_path / "r")), "has no training samples for sg_qa",
+    one_error_line(run_sft(*_ov(b, tmp_path / "r")), "has no training samples for sg_qa",
                     "its train split has safety_qa", "subset=safety_qa", "subsets=[sg_qa]")
 
 
@@ -208,10 +189,10 @@ def test_damaged_run_json_or_config_is_stale_not_a_traceback(tmp_path, build, fi
     run = _copy_run(finished, tmp_path / "R")
     (run / "run.json").write_text('{"status": "compl')
     assert "holds a damaged run" in _status(build, run).reason
-    _one_error_line(run_sft(*_ov(build, run)), "holds a damaged run", "overwrite=true")
+    one_error_line(run_sft(*_ov(build, run)), "holds a damaged run", "overwrite=true")
 
 
-def test_disk_full_during_training_is_one_error_line(tmp_path, build):
+def test_disk_full_during_training_isone_error_line(tmp_path, build):
     """ENOSPC from the metrics file (as from a checkpoint) inside the real entry script."""
     code = ("import errno, runpy, sys\n"
             "import automon.training.callbacks as cb\n"
@@ -222,5 +203,5 @@ def test_disk_full_during_training_is_one_error_line(tmp_path, build):
             "runpy.run_path(sys.argv[0], run_name='__main__')\n")
     r = subprocess.run([sys.executable, "-c", code, *_ov(build, tmp_path / "r")], cwd=REPO, capture_output=True,
                        text=True, timeout=600)
-    _one_error_line(r, "cannot write the run: no space left on device", "metrics.jsonl", "free some space",
+    one_error_line(r, "cannot write the run: no space left on device", "metrics.jsonl", "free some space",
                     "resumes")

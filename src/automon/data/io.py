@@ -81,6 +81,17 @@ def _lock(d: Path) -> int:
     return fd
 
 
+def lock_leftover(d: Path, busy: UserError) -> int | None:
+    """Lock temp dir `d` left beside an output: its fd, or None when it vanished meanwhile; raises
+    `busy` when a live process holds it (its writer is still running)."""
+    try:
+        return _lock(d)
+    except BlockingIOError:
+        raise busy from None
+    except FileNotFoundError:
+        return None
+
+
 def clean_leftovers(out: Path) -> list[Path]:
     """Remove what killed builds of `out` left beside it; returns what was removed.
 
@@ -89,12 +100,9 @@ def clean_leftovers(out: Path) -> list[Path]:
     """
     removed = []
     for d in _leftovers(out):
-        try:
-            fd = _lock(d)
-        except BlockingIOError:
-            raise OutDirError(f"another build is writing {out} right now", str(d),
-                              "wait for it to finish, or choose another out=") from None
-        except FileNotFoundError:
+        fd = lock_leftover(d, OutDirError(f"another build is writing {out} right now", str(d),
+                                          "wait for it to finish, or choose another out="))
+        if fd is None:
             continue  # its build just finished and removed it
         try:
             if d.name.startswith(f".{out.name}.old-") and (d / "d").is_dir() and not out.exists():

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from automon.data.io import _lock
+from automon.data.io import _lock, lock_leftover
 from automon.errors import disk_full
 from automon.evaluation.errors import EvalError
 from automon.evaluation.status import IDENTITY_FILE
@@ -28,12 +28,9 @@ from automon.evaluation.status import IDENTITY_FILE
 def _clean_leftovers(out_dir: Path) -> None:
     """Remove staging dirs of killed evaluations of `out_dir` (a running one holds a lock on its own)."""
     for d in sorted(out_dir.parent.glob(f".{out_dir.name}.staging-*")):
-        try:
-            fd = _lock(d)
-        except BlockingIOError:
-            raise EvalError(f"another evaluation is writing {out_dir} right now", str(d),
-                            "wait for it to finish, or choose another output_dir=") from None
-        except FileNotFoundError:
+        fd = lock_leftover(d, EvalError(f"another evaluation is writing {out_dir} right now", str(d),
+                                        "wait for it to finish, or choose another output_dir="))
+        if fd is None:
             continue
         try:
             shutil.rmtree(d, ignore_errors=True)

@@ -21,8 +21,11 @@ from automon.stage_status import Currency, Status, config_diff, diff_reason
 
 IDENTITY_FILE = "identity.json"
 IDENTITY_FORMAT = "automon-eval-identity-v1"
-# Where outputs go and how a run reports: not what it computes.
-NON_IDENTITY_KEYS = ("config.output_dir", "config.cache_dir", "config.progress", "config.wandb")
+# Where outputs go and how a run reports: not what it computes. allow_other_build only lets an
+# evaluation of an adapter from another build run at all (its outputs then say so); outputs of this
+# build's adapters are the same either way, and results written before the key existed stay current.
+NON_IDENTITY_KEYS = ("config.output_dir", "config.cache_dir", "config.progress", "config.wandb",
+                     "config.allow_other_build")
 
 
 def identity(c: Any, monitors: Sequence[Any], manifest_hash: str) -> dict:
