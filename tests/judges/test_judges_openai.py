@@ -87,18 +87,24 @@ def _all_text_under(d: Path) -> str:
 
 
 def test_scores_the_test_set_through_transformers_serve(serve, build, tmp_path, monkeypatch, caplog, capsys):
+    """The tiny model has random weights: what it answers, the direct prompt mostly cannot read. By
+    default that is an incomplete run (tests/evaluation/test_eval_errors.py); here max_failed_share=1.0
+    scores them, and only the readable answers are cached."""
     monkeypatch.setenv(KEY_ENV, SECRET)
     caplog.set_level("DEBUG")
     out = tmp_path / "out"
-    res = evaluate(compose(_overrides(build, out, serve.base_url, serve.model)))
+    ov = _overrides(build, out, serve.base_url, serve.model, "max_failed_share=1.0")
+    res = evaluate(compose(ov))
     rows = res.predictions["base"]
     assert len(rows) == 12 and res.n_computed == 12
-    assert all(r["error"] is None for r in rows), rows[0]["error"]
     assert all(isinstance(r["raw"], str) for r in rows)
     # transformers serve ignores logprobs: P(yes) is unknown and the text answer is parsed instead
     assert all(r["p_yes"] is None for r in rows)
+    unread = [r for r in rows if r["pred"] is None]
+    assert all(r["error"].startswith("unparseable answer") for r in unread)
+    assert all(r["error"] is None for r in rows if r["pred"] is not None)
     o = res.metrics["base"]["overall"]
-    assert o["unparseable"] == sum(1 for r in rows if r["pred"] is None) and o["errors"] == 0
+    assert o["errors"] == len(unread) and res.metrics["base"]["requests"]["failed"] == len(unread)
     assert o["auroc"] != o["auroc"]  # NaN: no scores
     doc = json.loads((out / "metrics.json").read_text())
     assert doc["backend_config"]["api_key_env"] == KEY_ENV and doc["backend_config"]["base_url"] == serve.base_url
@@ -106,8 +112,8 @@ def test_scores_the_test_set_through_transformers_serve(serve, build, tmp_path, 
     captured = capsys.readouterr()
     assert SECRET not in _all_text_under(out)
     assert SECRET not in caplog.text and SECRET not in captured.out and SECRET not in captured.err
-    again = evaluate(compose(_overrides(build, out, serve.base_url, serve.model)))
-    assert again.n_computed == 0 and again.n_cached == 12
+    again = evaluate(compose(ov))  # the unreadable answers are asked again, the readable come from the cache
+    assert again.n_computed == len(unread) and again.n_cached == 12 - len(unread)
 
 
 def test_per_sample_errors_are_recorded_not_fatal_and_not_cached(serve, build, tmp_path, monkeypatch):
