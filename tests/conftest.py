@@ -40,7 +40,7 @@ def small_build(tmp_path_factory) -> Path:
 def scripted_backend():
     """backend `scripted` in the judge registry for one test (support.scripted_backend); yields
     support.SCRIPTS, where the test puts its answer functions."""
-    from automon.judges import BACKENDS
+    from automon.backends import BACKENDS
 
     BACKENDS["scripted"] = support.scripted_backend()
     support.SCRIPTS.clear()

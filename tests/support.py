@@ -261,7 +261,7 @@ def scripted_backend():
     from dataclasses import dataclass
     from typing import ClassVar
 
-    from automon.judges.base import BackendConfig, JudgeResult, JudgeTiming
+    from automon.backends.base import BackendConfig, JudgeResult, JudgeTiming
 
     class ScriptedJudge:
         name = "scripted"

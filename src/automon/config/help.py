@@ -95,7 +95,7 @@ _SCHEMAS: dict[str, tuple[str, str]] = {
             "Every key: src/automon/config/train.py; docs/training.md."),
     "holdout": ("automon.config.eval:HoldoutConfig",
                 "Groups: model=<conf/model/*.yaml>, prompt=<name>, backend=vllm|hf|openai (each backend adds "
-                "its own backend.* keys: src/automon/judges/<backend>.py). Every key: "
+                "its own backend.* keys: src/automon/backends/<backend>.py). Every key: "
                 "src/automon/config/eval.py; docs/evaluation.md."),
 }
 

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from automon.judges.base import JudgeResult
+from automon.backends.base import JudgeResult
 
 CACHE_VERSION = "predcache_v1"
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from automon.judges import JudgeResult
+from automon.backends import JudgeResult
 from automon.prompts import parse_answer
 
 UNPARSEABLE = "unparseable answer"

@@ -11,7 +11,7 @@ from typing import Any
 
 from automon.adapter_meta import ADAPTER_CONFIG_FILE, ADAPTER_META_FILE, AdapterMeta, check_adapter_files
 from automon.evaluation.errors import AdapterMismatch, EvalError
-from automon.judges.base import LoraAdapter
+from automon.backends.base import LoraAdapter
 from automon.prompts import FIT_VERSION
 
 BASE = "base"
@@ -132,7 +132,7 @@ def adapter_dir_of(path: str | Path) -> Path:
 
 
 def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
-    from automon.judges.vllm_engine import adapter_rank  # pure function; no vllm import
+    from automon.backends.vllm_engine import adapter_rank  # pure function; no vllm import
 
     adapter_dir = adapter_dir_of(adapter_dir)
     check_adapter_files(adapter_dir)

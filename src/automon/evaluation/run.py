@@ -33,7 +33,7 @@ from automon.evaluation.errors import EvalError, IncompleteEvaluation
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.monitors import BASE, Monitor, resolve_monitors, sweep_runs, training_build_notes
 from automon.evaluation.requests import Rendered, render_all
-from automon.judges import JudgeRequest, JudgeResult, make_judge
+from automon.backends import JudgeRequest, JudgeResult, make_judge
 from automon.metrics import METRICS_VERSION, compute_metrics
 from automon.prompts import FIT_VERSION, get_template, parse_answer
 from automon.report.columns import columns

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from automon.judges.base import JudgeRequest, JudgeResult
+from automon.backends.base import JudgeRequest, JudgeResult
 
 log = logging.getLogger("automon.policy")
 GEN_VERSION = "policy-gen-v1"  # bump when the request building changes (it changes the answers)

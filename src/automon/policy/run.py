@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from automon.config import CONF_DIR
 from automon.errors import UserError
-from automon.judges.base import JudgeResult
+from automon.backends.base import JudgeResult
 from automon.policy.generate import Ask, PolicyAnswers
 
 log = logging.getLogger("automon.policy")
@@ -43,7 +43,7 @@ def model_config(name: str, conf_dir: Path = CONF_DIR) -> Any:
 def backend_config(name: str, args: dict) -> Any:
     """The backend's own typed config with `policy.backend_args` over its defaults."""
     from automon.config.common import ConfigError
-    from automon.judges import BACKENDS
+    from automon.backends import BACKENDS
 
     if name not in BACKENDS:
         raise PolicyError(f"policy.backend={name!r} is not a backend", "policy.backend",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from automon.judges.base import (  # noqa: F401
+from automon.backends.base import (  # noqa: F401
     EVIDENCE_JSON_SCHEMA,
     AnswerTokens,
     BackendConfig,
@@ -22,10 +22,10 @@ from automon.judges.base import (  # noqa: F401
     LoraAdapter,
     single_token_ids,
 )
-from automon.judges.hf import HFConfig
-from automon.judges.openai_api import OpenAIConfig
-from automon.judges.probe import ProbeConfig
-from automon.judges.vllm_engine import VLLMConfig
+from automon.backends.hf import HFConfig
+from automon.backends.openai_api import OpenAIConfig
+from automon.backends.probe import ProbeConfig
+from automon.backends.vllm_engine import VLLMConfig
 
 # backend= option -> its schema. Each schema's `name` default is its option name.
 BACKENDS: dict[str, type[BackendConfig]] = {cls.name: cls for cls in (VLLMConfig, HFConfig, OpenAIConfig,

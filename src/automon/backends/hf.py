@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from automon.config.common import ConfigError
-from automon.judges.base import (
+from automon.backends.base import (
     AnswerTokens,
     BackendConfig,
     JudgeRequest,

@@ -10,8 +10,8 @@ import torch
 
 from support import make_adapter, synthetic_split, tiny_path
 from automon.config.common import ModelConfig
-from automon.judges.base import AnswerTokens, JudgeRequest, LoraAdapter, verdict_position
-from automon.judges.hf import HFConfig, HFJudge, _VerdictRecorder, plan_batches
+from automon.backends.base import AnswerTokens, JudgeRequest, LoraAdapter, verdict_position
+from automon.backends.hf import HFConfig, HFJudge, _VerdictRecorder, plan_batches
 from automon.models.loading import load_tokenizer
 from automon.prompts import monitor_messages, prompt_text
 

@@ -40,8 +40,8 @@ except Exception as e:  # noqa: BLE001 - any failure to import means: not this e
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 from support import REPO, compose, make_adapter, make_build, tiny_path  # noqa: E402
-from automon.judges import vllm_engine as V  # noqa: E402
-from automon.judges.base import JudgeRequest, LoraAdapter, verdict_position  # noqa: E402
+from automon.backends import vllm_engine as V  # noqa: E402
+from automon.backends.base import JudgeRequest, LoraAdapter, verdict_position  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 TOL = 1e-4
@@ -105,8 +105,8 @@ def _release_engines() -> None:
 
 
 def _judges(work, kind: str, prompt: str):
-    from automon.judges.hf import HFJudge
-    from automon.judges.vllm_engine import VLLMJudge
+    from automon.backends.hf import HFJudge
+    from automon.backends.vllm_engine import VLLMJudge
     from automon.models.loading import load_tokenizer
 
     c = _cfg(work, "backend=vllm", f"prompt={prompt}", "backend.max_new_tokens=192")
@@ -201,7 +201,7 @@ def test_evidence_prompt_with_structured_output_parses_and_reads_the_verdict(evi
     import regex
     import torch
 
-    from automon.judges.base import evidence_regex
+    from automon.backends.base import evidence_regex
     from automon.prompts import parse_answer
 
     reqs = _requests(evidence.cfg, evidence.tok)  # base and both adapters
@@ -349,7 +349,7 @@ def test_openai_backend_p_yes_against_vllm_serve_equals_hf(work, served, hf_swee
     model puts them anywhere in 151k tokens). The server is the engine tested above and JSON carries
     each float exactly, so the tolerance is the same 1e-4 as for the offline engine."""
     from automon.evaluation import evaluate
-    from automon.judges.base import AnswerTokens
+    from automon.backends.base import AnswerTokens
     from automon.models.loading import load_tokenizer
 
     c = _cfg(work, "backend=openai")
@@ -372,8 +372,8 @@ def test_openai_backend_p_yes_against_vllm_serve_equals_hf(work, served, hf_swee
 def test_policy_generation_with_vllm_equals_hf_greedy(work):
     """generator=policy's answers through vLLM: the same greedy text as the hf backend's generate()
     on the same chat requests (the policy's user turn alone, no system prompt)."""
-    from automon.judges.hf import HFJudge
-    from automon.judges.vllm_engine import VLLMJudge
+    from automon.backends.hf import HFJudge
+    from automon.backends.vllm_engine import VLLMJudge
     from automon.models.loading import load_tokenizer
     from automon.policy.generate import Ask, PolicyAnswers
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, Optional, Sequence
 
 from automon.config.common import API_MODEL, ConfigError
-from automon.judges.base import (
+from automon.backends.base import (
     EVIDENCE_JSON_SCHEMA,
     BackendConfig,
     JudgeError,

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from automon.config.common import ConfigError
-from automon.judges.base import (
+from automon.backends.base import (
     AnswerTokens,
     BackendConfig,
     JudgeError,

@@ -21,7 +21,7 @@ from omegaconf.errors import ConfigKeyError
 from support import CONF, compose, make_build
 from automon.evaluation.monitors import Monitor
 from automon.evaluation.run import cache_key
-from automon.judges import BACKENDS, BackendConfig, JudgeResult, JudgeTiming
+from automon.backends import BACKENDS, BackendConfig, JudgeResult, JudgeTiming
 
 TYPO = (ConfigCompositionException, ConfigKeyError)
 BASE = Monitor("base", "base")

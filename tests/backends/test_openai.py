@@ -20,8 +20,8 @@ import pytest
 
 from support import compose, make_build, tiny_path
 from automon.evaluation import evaluate
-from automon.judges.base import JudgeError, JudgeRequest
-from automon.judges.openai_api import read_choice, redact, request_body
+from automon.backends.base import JudgeError, JudgeRequest
+from automon.backends.openai_api import read_choice, redact, request_body
 
 pytest.importorskip("openai", reason="the openai backend needs: pip install 'automon[api]'")
 SECRET = "sk-automon-test-SECRET-0123456789abcdef"
@@ -129,7 +129,7 @@ def test_per_sample_errors_are_recorded_not_fatal_and_not_cached(serve, build, t
 
 
 def test_unreachable_server_stops_after_the_first_requests_retries(build, tmp_path, monkeypatch):
-    from automon.judges.base import JudgeError
+    from automon.backends.base import JudgeError
 
     monkeypatch.setenv(KEY_ENV, SECRET)
     dead = f"http://127.0.0.1:{_free_port()}/v1"
@@ -252,7 +252,7 @@ def test_generate_sends_a_plain_greedy_seeded_request(scripted, monkeypatch):
     """generate() (the policy generator): temperature 0, the seed, the given token budget, no
     log-probabilities or response format; the judge's own kind is restored afterwards."""
     from automon.config.common import ModelConfig
-    from automon.judges.openai_api import OpenAIConfig
+    from automon.backends.openai_api import OpenAIConfig
 
     monkeypatch.setenv(KEY_ENV, SECRET)
     cfg = OpenAIConfig(base_url=scripted, api_key_env=KEY_ENV, model_name="pol", seed=7)

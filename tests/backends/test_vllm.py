@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from support import compose, make_adapter, make_build, synthetic_split, tiny_path
-from automon.judges.base import (EVIDENCE_JSON_SCHEMA, AnswerTokens, JudgeError, JudgeRequest, LoraAdapter,
+from automon.backends.base import (EVIDENCE_JSON_SCHEMA, AnswerTokens, JudgeError, JudgeRequest, LoraAdapter,
                                  evidence_regex)
-from automon.judges import vllm_engine as V
+from automon.backends import vllm_engine as V
 
 
 # ---------------------------------------------------------------- vLLM 0.33 look-alikes
@@ -368,6 +368,6 @@ def test_sweep_runs_in_one_engine_with_a_lora_request_per_prompt(tmp_path, monke
 
 
 def test_vllm_and_openai_are_imported_only_when_selected():
-    code = ("import sys, automon.judges, automon.evaluation, automon.metrics, automon.report.tables; "
+    code = ("import sys, automon.backends, automon.evaluation, automon.metrics, automon.report.tables; "
             "bad = [m for m in ('vllm', 'openai') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

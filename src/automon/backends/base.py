@@ -71,7 +71,7 @@ class Judge(Protocol):
 @dataclass
 class BackendConfig:
     """Fields every backend has. A backend subclasses it with its own fields and defaults, and is
-    registered in automon.judges.BACKENDS; Hydra then rejects any key its schema lacks."""
+    registered in automon.backends.BACKENDS; Hydra then rejects any key its schema lacks."""
     name: str = ""  # the backend= option; each subclass fixes it
     # Prompts handed to the backend per call; the prediction cache is flushed after each call,
     # so a killed run loses at most this many predictions per monitor.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, List, Optional, Sequence
 
 from automon.config.common import API_MODEL, ConfigError
-from automon.judges.base import BackendConfig, JudgeError, JudgeRequest, JudgeResult, JudgeTiming, LoraAdapter
+from automon.backends.base import BackendConfig, JudgeError, JudgeRequest, JudgeResult, JudgeTiming, LoraAdapter
 from automon.subsets import ALL
 from automon.subsets import names as subset_names
 
