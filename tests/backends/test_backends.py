@@ -1,7 +1,7 @@
 """Each backend declares its config schema and its cache identity; evaluation only asks the backend.
 
-- conf/backend/<name>.yaml composes into that backend's own schema, and a misspelt key, a key of
-  another backend or a typo inside the option file stops composition;
+- conf/backend/<name>.yaml composes into that backend's own schema (that a misspelt key, a key of
+  another backend or a typo inside the option file stops composition: tests/config/test_typos.py);
 - two configs that differ in a field of a backend's identity get different cache keys, two that
   differ in any other field of that backend share one;
 - a backend the evaluation has never heard of (registered by this test) is evaluated end to end.
@@ -9,40 +9,35 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Sequence
 
 import pytest
-from hydra.errors import ConfigCompositionException
-from omegaconf.errors import ConfigKeyError
-
-from support import CONF, compose, make_build
+from support import compose, make_build
 from automon.evaluation.monitors import Monitor
 from automon.evaluation.run import cache_key
 from automon.backends import BACKENDS, BackendConfig, JudgeResult, JudgeTiming
 
-TYPO = (ConfigCompositionException, ConfigKeyError)
 BASE = Monitor("base", "base")
 ADAPTER = Monitor("run_a", "sg_code", adapter_dir=Path("/runs/run_a/adapter"), adapter_hash="a" * 64)
 
-# backend -> (overrides it needs, a key of ANOTHER backend, identity changes, non-identity changes)
+# backend -> (overrides it needs, identity changes, non-identity changes)
 CASES = {
-    "hf": (["model=tiny"], "backend.base_url=http://x/v1",
+    "hf": (["model=tiny"],
            ["backend.dtype=bfloat16", "backend.device=cuda", "model.revision=abc", "model=qwen3_4b_instruct_2507"],
            ["backend.batch_size=3", "backend.max_batch_tokens=999", "backend.chunk_size=7",
             "backend.max_seq_length=4096"]),
-    "vllm": ([], "backend.device=cpu",
+    "vllm": ([],
              ["model.dtype=float16", "model.revision=abc", "model=tiny"],
              ["backend.gpu_memory_utilization=0.5", "backend.max_loras=2", "backend.enable_prefix_caching=false",
               "backend.chunk_size=7", "backend.enforce_eager=true"]),
-    "openai": (["model=api", "backend.model_name=gpt-x"], "backend.batch_size=3",
+    "openai": (["model=api", "backend.model_name=gpt-x"],
                ["backend.model_name=gpt-y", "backend.base_url=http://127.0.0.1:8000/v1", "backend.logprobs=false"],
                ["backend.concurrency=2", "backend.timeout_s=5", "backend.max_retries=1",
                 "backend.api_key_env=OTHER_KEY", "backend.chunk_size=7"]),
     # the fitted probe (subset, cap, seed, build) is the monitor's adapter hash, covered below
-    "probe": (["model=tiny", "backend.kind=hidden"], "backend.base_url=http://x/v1",
+    "probe": (["model=tiny", "backend.kind=hidden"],
               ["backend.kind=lexical", "backend.layer=1", "backend.pooling=last", "backend.max_length=128",
                "model=smollm2_135m_instruct"],
               ["backend.batch_size=3", "backend.chunk_size=7"]),
@@ -56,31 +51,9 @@ def test_every_backend_has_a_case_here():
 # ---------------------------------------------------------------- schemas
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_each_option_composes_into_its_own_schema_and_typos_fail(name):
-    need, foreign, _, _ = CASES[name]
-    c = compose([f"backend={name}", *need])
+def test_each_option_composes_into_its_own_schema(name):
+    c = compose([f"backend={name}", *CASES[name][0]])
     assert type(c.backend) is BACKENDS[name] and c.backend.name == name
-    with pytest.raises(TYPO, match="chunk_sise"):
-        compose([f"backend={name}", *need, "backend.chunk_sise=3"])
-    with pytest.raises(TYPO):  # a key another backend has is still a typo here
-        compose([f"backend={name}", *need, foreign])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_a_typo_in_the_option_file_fails_at_compose_time(name, tmp_path):
-    conf = tmp_path / "conf"
-    shutil.copytree(CONF, conf)
-    option = conf / "backend" / f"{name}.yaml"
-    option.write_text(option.read_text() + "max_new_tokenz: 12\n")
-    from hydra import compose as hcompose
-    from hydra import initialize_config_dir
-
-    from automon.config.eval import register
-
-    register()
-    with pytest.raises(TYPO, match="max_new_tokenz"):
-        with initialize_config_dir(config_dir=str(conf), version_base=None):
-            hcompose(config_name="holdout", overrides=[f"backend={name}", *CASES[name][0]])
 
 
 def test_backend_name_cannot_be_swapped_under_a_schema():
@@ -98,7 +71,7 @@ def _key(name: str, extra: Sequence[str] = (), m: Monitor = BASE, kind: str = "d
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_identity_fields_change_the_key_and_other_fields_do_not(name):
-    _, _, identity, other = CASES[name]
+    _, identity, other = CASES[name]
     base = _key(name)
     assert base["backend"] == name
     for ov in identity:

@@ -60,13 +60,21 @@ def test_every_sg_code_sample_was_verified(real_build):
 
 
 def test_the_default_templates_meet_the_ceiling_or_say_why(real_build):
-    """The issue's goal on the default build: every subset's response-only lexical baseline under the
-    ceiling, or the card says why (its wordings version's shortcut_notes), with the number."""
+    """The goal on the default build: no word n-gram baseline reads the label from the response
+    (every subset's word member under both ceilings), and any subset another member puts over the
+    ceiling is named in the card with its rates and its wordings version's reason."""
+    from automon.data.audit import members_of
+
     audit = real_build.manifest["audit"]
     card = (real_build.path / "README.md").read_text()
-    under = sorted(set(audit["subsets"]) - set(audit["exceeding"]))
-    assert {"safety_qa", "safety_code", "syco_qa", "syco_reasoning"} <= set(under), audit["exceeding"]
+    ceiling = audit["ceiling"]
+    for sub, r in audit["subsets"].items():
+        word = members_of(r)["word"]
+        assert word["auroc"] <= ceiling["auroc"] and word["pair_accuracy"] <= ceiling["pair_accuracy"], sub
     for sub in audit["exceeding"]:
-        lx = audit["subsets"][sub]["lexical"]
-        assert f"- **{sub}** is over the ceiling (lexical AUROC {lx['auroc']:.2f}" in card
-        assert "no reason recorded" not in card.split(f"- **{sub}** is over the ceiling")[1].split("\n")[0]
+        r = audit["subsets"][sub]
+        rates = ", ".join(f"{m} {members_of(r)[m]['auroc']:.2f} / {members_of(r)[m]['pair_accuracy']:.2f}"
+                          for m in r["exceeded_by"])
+        line = f"- **{sub}** is over the ceiling ({rates}): "
+        assert line in card, (sub, rates)
+        assert "no reason recorded" not in card.split(line)[1].split("\n")[0]

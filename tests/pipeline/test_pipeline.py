@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra.errors import ConfigCompositionException
 
 from automon.data.io import sha256_file
 
@@ -75,10 +74,6 @@ def test_configs_compose():
         paper = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=paper"]))
         assert paper.train.subsets == list(SUBSETS) + ["all"] and paper.eval.backend == "vllm"
         assert paper.sources.synthetic is False and paper.monitor.model == "qwen3_4b_instruct_2507"
-        # a typo in the pipeline's own settings fails at composition, naming the key and its section
-        with pytest.raises(ConfigCompositionException, match=r"Could not override 'train\.subsetz'") as e:
-            compose(config_name="pipeline", overrides=["train.subsetz=[a]"])
-        assert "Key 'subsetz' not in 'TrainSection'" in str(e.value.__cause__)
 
 
 def _smoke_pipeline(tmp_path: Path, *overrides: str):
