@@ -49,3 +49,16 @@ def scripted_backend():
     finally:
         BACKENDS.pop("scripted", None)
         support.SCRIPTS.clear()
+
+
+@pytest.fixture
+def fake_openai():
+    """A fake OpenAI-compatible server on 127.0.0.1 for one test (tests/fake_openai.py); `.url` is
+    its base_url."""
+    from fake_openai import FakeOpenAI
+
+    server = FakeOpenAI()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -1,6 +1,6 @@
 """The openai backend against real servers on loopback: `transformers serve` with the tiny model
-(the OpenAI-compatible server shipped with transformers, CPU), plus a small scripted HTTP server for
-status codes transformers serve never sends (401, 429). The key never reaches a file or a log."""
+(the OpenAI-compatible server shipped with transformers, CPU), plus the tests' fake server
+(tests/fake_openai.py) for status codes transformers serve never sends (401, 429). The key never reaches a file or a log."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -139,58 +137,17 @@ def test_unreachable_server_stops_after_the_first_requests_retries(build, tmp_pa
         evaluate(compose(ov))
 
 
-class _Scripted(BaseHTTPRequestHandler):
-    """A minimal OpenAI-compatible endpoint that answers from a script of status codes."""
-    script: list[int] = []
-    seen: list[dict] = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).seen.append({"body": body, "auth": self.headers.get("Authorization")})
-        status = type(self).script.pop(0) if type(self).script else 200
-        if status == 200:
-            payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "finish_reason": "stop",
-                                    "message": {"role": "assistant", "content": "yes"},
-                                    "logprobs": {"content": [{"token": "yes", "logprob": -0.2, "bytes": None,
-                                                              "top_logprobs": [
-                                                                  {"token": "yes", "logprob": -0.2, "bytes": None},
-                                                                  {"token": "No", "logprob": -1.8, "bytes": None}]}]}}]}
-        else:  # echo the key back, as some servers do, to prove it is scrubbed
-            payload = {"error": {"message": f"bad key {self.headers.get('Authorization')}", "type": "x"}}
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *a):
-        pass
-
-
-@pytest.fixture()
-def scripted():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    _Scripted.script, _Scripted.seen = [], []
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    srv.shutdown()
-    srv.server_close()
-
-
-def test_rate_limits_are_retried_and_logprobs_read(scripted, build, tmp_path, monkeypatch):
+def test_rate_limits_are_retried_and_logprobs_read(fake_openai, build, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
-    _Scripted.script = [429, 503]
-    ov = _overrides(build, tmp_path / "o", scripted, "gpt-x", "data.subsets=[sg_code]", "backend.concurrency=1",
+    fake_openai.script = [429, 503]  # then 200: "yes", P(yes) from the top log-probabilities -0.2 and -1.8 (No)
+    ov = _overrides(build, tmp_path / "o", fake_openai.url, "gpt-x", "data.subsets=[sg_code]", "backend.concurrency=1",
                     "backend.backoff_s=0.01")
     res = evaluate(compose(ov))
     rows = res.predictions["base"]
-    assert all(r["error"] is None for r in rows) and len(_Scripted.seen) == 4
+    assert all(r["error"] is None for r in rows) and len(fake_openai.seen) == 4
     p = 2.718281828 ** -0.2 / (2.718281828 ** -0.2 + 2.718281828 ** -1.8)
     assert all(abs(r["p_yes"] - p) < 1e-6 and r["pred"] == 1 for r in rows)
-    first = _Scripted.seen[0]
+    first = fake_openai.seen[0]
     assert first["auth"] == f"Bearer {SECRET}"  # the key goes to the server, and only there
     b = first["body"]
     assert b["logprobs"] is True and b["top_logprobs"] == 20 and b["temperature"] == 0.0
@@ -198,11 +155,11 @@ def test_rate_limits_are_retried_and_logprobs_read(scripted, build, tmp_path, mo
     assert SECRET not in _all_text_under(tmp_path / "o")
 
 
-def test_rejected_credentials_stop_the_run_without_leaking_the_key(scripted, build, tmp_path, monkeypatch):
+def test_rejected_credentials_stop_the_run_without_leaking_the_key(fake_openai, build, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
-    _Scripted.script = [401] * 10
+    fake_openai.status = 401  # its error message echoes the key back, as some servers do
     with pytest.raises(JudgeError) as e:
-        evaluate(compose(_overrides(build, tmp_path / "o", scripted, "gpt-x", "data.subsets=[sg_code]")))
+        evaluate(compose(_overrides(build, tmp_path / "o", fake_openai.url, "gpt-x", "data.subsets=[sg_code]")))
     assert KEY_ENV in str(e.value) and SECRET not in str(e.value) and "[redacted]" in str(e.value)
 
 
@@ -248,18 +205,18 @@ def test_redact():
     assert "sk-abc" not in redact("Incorrect API key provided: sk-abc***wxyz.", None)
 
 
-def test_generate_sends_a_plain_greedy_seeded_request(scripted, monkeypatch):
+def test_generate_sends_a_plain_greedy_seeded_request(fake_openai, monkeypatch):
     """generate() (the policy generator): temperature 0, the seed, the given token budget, no
     log-probabilities or response format; the judge's own kind is restored afterwards."""
     from automon.config.common import ModelConfig
     from automon.backends.openai_api import OpenAIConfig
 
     monkeypatch.setenv(KEY_ENV, SECRET)
-    cfg = OpenAIConfig(base_url=scripted, api_key_env=KEY_ENV, model_name="pol", seed=7)
+    cfg = OpenAIConfig(base_url=fake_openai.url, api_key_env=KEY_ENV, model_name="pol", seed=7)
     judge = cfg.make_judge(ModelConfig(name="api", pretrained="x"), "evidence", [], None)
     res = judge.generate([JudgeRequest("a", [{"role": "user", "content": "2+2?"}])], 33)
     assert [r.text for r in res] == ["yes"] and res[0].error is None
-    b = _Scripted.seen[-1]["body"]
+    b = fake_openai.seen[-1]["body"]
     assert (b["temperature"], b["seed"], b["max_tokens"], b["model"]) == (0.0, 7, 33, "pol")
     assert "logprobs" not in b and "response_format" not in b
     assert judge.kind == "evidence"

@@ -10,9 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -43,50 +41,12 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed when the block ends: nothing listens there
 
 
-class FakeServer:
-    """An OpenAI-compatible chat-completions server that answers `answer` ("yes"), or HTTP 500 while
-    `failing`."""
-
-    def __init__(self):
-        self.failing = True
-        self.answer = "yes"
-        self.requests = 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.requests += 1
-                if outer.failing:
-                    body, status = b'{"error": {"message": "model crashed"}}', 500
-                else:
-                    body, status = json.dumps({
-                        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                                     "message": {"role": "assistant", "content": outer.answer}}]}).encode(), 200
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def server():
-    s = FakeServer()
-    yield s
-    s.close()
+def server(fake_openai):
+    """The tests' fake OpenAI-compatible server (tests/fake_openai.py), answering HTTP 500 until a
+    test sets `status = 200`."""
+    fake_openai.status = 500
+    return fake_openai
 
 
 def _openai(build, out, url, *extra):
@@ -114,21 +74,23 @@ def test_failed_requests_mark_the_report_incomplete_are_retried_and_never_replac
     failed = r"(\d+) of \1 requests to backend=openai failed; monitor base \(\1/\1\) is over max_failed_share=0.05"
     with pytest.raises(IncompleteEvaluation, match=failed + ".*HTTP 500"):
         evaluate(c)
-    n = server.requests
+    n = len(server.seen)
     doc = json.loads((out / "metrics.json").read_text())
     assert doc["requests"]["failed"] == doc["requests"]["n"] == n and doc["requests"]["complete"] is False
     assert (out / "report.md").read_text().split("\n")[2].startswith(f"**INCOMPLETE: {n} of {n} requests failed")
 
-    server.failing, server.requests = False, 0  # the server is back: everything failed is sent again
+    server.status = 200  # the server is back: everything failed is sent again
+    server.seen.clear()
     res = evaluate(c)
-    assert server.requests == n and res.n_computed == n
+    assert len(server.seen) == n and res.n_computed == n
     good = json.loads((out / "metrics.json").read_text())
     assert good["requests"] == {**good["requests"], "failed": 0, "complete": True}
     assert "INCOMPLETE" not in (out / "report.md").read_text()
 
-    server.failing, server.requests = True, 0
+    server.status = 500
+    server.seen.clear()
     evaluate(c)  # all from the cache: a failing server is not even asked
-    assert server.requests == 0
+    assert server.seen == []
 
     # A worse run (an empty cache, the server failing) keeps the complete results and says so.
     worse = compose(_openai(build, out, server.url, f"cache_dir={tmp_path / 'empty'}"))
@@ -158,7 +120,7 @@ def test_cli_incomplete_evaluation_exits_2_with_one_line(tmp_path, build, server
 
 def test_unparseable_answers_of_a_server_are_failures_never_cached(tmp_path, build, server):
     """issue 27: a server answering valid HTTP with text the prompt cannot read gave exit 0 and cached it."""
-    server.failing, server.answer = False, "<html>Service temporarily unavailable</html>"
+    server.status, server.answer = 200, "<html>Service temporarily unavailable</html>"
     out = tmp_path / "o"
     c = compose(_openai(build, out, server.url))
     with pytest.raises(IncompleteEvaluation, match=r"first error: unparseable answer '<html>.*backend.model_name"):
@@ -170,10 +132,11 @@ def test_unparseable_answers_of_a_server_are_failures_never_cached(tmp_path, bui
     cached = [ln for f in (out / "cache").glob("*.jsonl") for ln in f.read_text().splitlines()
               if '"key"' not in ln] if (out / "cache").exists() else []
     assert cached == []  # the garbage is not kept: the next run asks again
-    n = server.requests
-    server.answer, server.requests = "yes", 0
+    n = len(server.seen)
+    server.answer = "yes"
+    server.seen.clear()
     res = evaluate(c)
-    assert server.requests == n and res.metrics[res.monitors[0].name]["requests"]["complete"] is True
+    assert len(server.seen) == n and res.metrics[res.monitors[0].name]["requests"]["complete"] is True
     r = _cli(*_openai(build, tmp_path / "o2", server.url, "backend.max_retries=0"))
     assert r.returncode == 0, r.stderr[-2000:]
     server.answer = "maybe"
