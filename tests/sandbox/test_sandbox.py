@@ -89,14 +89,14 @@ def test_wall_timeout_kills_busy_and_sleeping_programs(sb):
     busy, sleeping = sb.run_many(["while True: pass", "import time\ntime.sleep(60)"],
                                  Limits(timeout_s=0.5, memory_mb=256))
     assert busy.status == sleeping.status == "timeout" and not busy.ok
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # the 60 s sleep was cut short (a bound no loaded machine reaches)
 
 
 def test_cpu_limit_stops_busy_loops_independently_of_wall_time(sb):
     busy, light = sb.run_many(["while True: pass", "import time\ntime.sleep(0.5)\nprint('done')"],
                               Limits(timeout_s=20, memory_mb=256, cpu_s=0.3))
     assert busy.status == "signaled" and busy.signal == signal.SIGPROF
-    assert 0.25 < busy.cpu_s < 1.5 and busy.wall_s < 10
+    assert 0.25 < busy.cpu_s < 1.5  # CPU time: the same on a loaded machine; SIGPROF says it was not the wall limit
     assert light.ok and light.stdout == "done\n"  # sleeping uses no CPU time
 
 
@@ -178,7 +178,7 @@ def test_a_child_holding_the_output_pipe_does_not_hold_up_the_run(sb):
     prog = "import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(30)\nprint(pid, flush=True)"
     t0 = time.monotonic()
     r = sb.run(prog)
-    assert r.ok and int(r.stdout) > 0 and time.monotonic() - t0 < 5
+    assert r.ok and int(r.stdout) > 0 and time.monotonic() - t0 < 20  # not the sleeper's 30 s
 
 
 def test_results_in_input_order(sb):

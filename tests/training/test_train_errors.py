@@ -1,11 +1,10 @@
 """train/sft.py on bad inputs (issue 11, docs/errors.md): one line `error: ...`, exit status 2, no
-traceback (AUTOMON_DEBUG=1 shows it), within seconds, nothing left behind."""
+traceback (AUTOMON_DEBUG=1 shows it), before any work (stderr holds nothing else), nothing left behind."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import pytest
 
@@ -36,10 +35,9 @@ def _copy(build, dst):
 
 
 def test_max_steps_zero_is_refused_at_config_time(tmp_path, build):
-    t0 = time.monotonic()
     r = run_sft(*tiny_overrides(build, tmp_path / "run", "train.max_steps=0"))
-    _one_line_error(r, "train.max_steps=0", ">= 1", "-1")
-    assert time.monotonic() - t0 < 60 and not (tmp_path / "run").exists()
+    _one_line_error(r, "train.max_steps=0", ">= 1", "-1")  # stderr's only line: nothing ran
+    assert not (tmp_path / "run").exists()
 
 
 def test_train_jsonl_edited_after_the_build_is_refused(tmp_path, build):
@@ -71,10 +69,8 @@ def test_truncated_line_is_refused_by_its_hash_and_else_names_file_and_line(tmp_
 
 def test_unwritable_output_dir_fails_before_the_model_loads(tmp_path, build):
     (tmp_path / "afile").write_text("x")
-    t0 = time.monotonic()
     r = run_sft(*tiny_overrides(build, tmp_path / "afile" / "run", "train.max_steps=1"))
-    _one_line_error(r, "cannot write in output_dir=", "Not a directory")
-    assert time.monotonic() - t0 < 60
+    _one_line_error(r, "cannot write in output_dir=", "Not a directory")  # stderr's only line: nothing ran
     r = run_sft(*tiny_overrides(build, tmp_path / "new" / "deeper" / "run", "train.max_steps=0"))
     assert r.returncode == 2 and not (tmp_path / "new").exists()  # the write check leaves no dirs behind
 
