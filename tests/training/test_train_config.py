@@ -43,10 +43,6 @@ def test_every_group_option_composes_and_validates():
         assert c.model.name == model and c.prompt.name == prompt and c.trainer.name == trainer
 
 
-def test_subset_options_cover_the_six_and_all():
-    assert set(group_options("subset")) == set(SUBSETS) | {"all"}
-
-
 def test_subset_list_and_leave_one_out():
     c = _typed("subset=[sg_code,safety_qa]")
     names = rd.subset_names(c.subset.include)
