@@ -12,14 +12,14 @@ sources, the cue wordings, the gold answers and the training variants), then han
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Callable
 
 from automon.data.recipes.base import Draft, Item
-from automon.data.recipes.common import parse_options, short_hash
+from automon.data.recipes.common import parse_options
 from automon.policy.counterfactual import Candidate, Funnel, judge
 from automon.policy.extract import normalize_number, split_answers
 from automon.policy.generate import Ask
+from automon.policy.selection import cap_per_source
 
 RECIPE = "policy_counterfactual"
 
@@ -57,14 +57,6 @@ def candidate(item: Item, tqa_rows: dict[str, dict]) -> Candidate | None:
     correct = tuple(dict.fromkeys([d["Best Answer"].strip(), *split_answers(d.get("Correct Answers", ""))]))
     return Candidate(**base, task="truthfulqa", gold="correct", cue_answer="incorrect", correct_answers=correct,
                      incorrect_answers=tuple(split_answers(d["Incorrect Answers"])))
-
-
-def cap_per_source(pairs: list, subset: str, seed: int, cap: int | None, source_of: Callable) -> list:
-    """At most `cap` per source, chosen by a seeded hash of the item key (order-independent)."""
-    by_src: "OrderedDict[str, list]" = OrderedDict()
-    for p in sorted(pairs, key=lambda p: short_hash(seed, subset, "policy", p[0].keys[0], n=16)):
-        by_src.setdefault(source_of(p), []).append(p)
-    return [p for lst in by_src.values() for p in (lst if cap is None else lst[:cap])]
 
 
 def sycophancy_items(rctx: Any, items: list[Item], policy: Any, report: dict) -> list[Item]:

@@ -26,7 +26,7 @@ from automon.data.recipes.sg_code.render import render_request
 from automon.data.recipes.sg_code.tasks import humaneval_task, mbpp_task
 from automon.data.recipes.sg_code.verifier import Verifier
 from automon.policy.generate import Ask
-from automon.policy.recipes import cap_per_source
+from automon.policy.selection import cap_per_source
 from automon.sandbox import Sandbox
 from automon.sandbox.grading import label_of
 
