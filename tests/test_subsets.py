@@ -9,7 +9,6 @@ import json
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from support import CONF, REPO, build_cfg
@@ -41,15 +40,16 @@ def toy_recipe(ctx) -> list[Item]:
     return items
 
 
-def _write_toy_rows(root: Path, n: int = 16) -> None:
+def toy_rows(rng: random.Random, n: int, made: dict) -> list[dict]:
+    """The toy source's synthetic rows (SourceSpec.synthetic): 16 questions, the first one's wrong
+    answer equal to its right one. Its own random stream, so they do not depend on the others'."""
     rng = random.Random(7)
     rows = []
-    for i in range(n):
+    for i in range(16):
         question = " ".join(rng.choice(_WORDS) for _ in range(16)) + f" (item {i})?"
         right, wrong = rng.sample(_WORDS, 2)
         rows.append({"question": question, "answer": right, "wrong": right if i == 0 else wrong})
-    (root / "toy").mkdir(parents=True)
-    (root / "toy" / "facts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
 
 
 def _reregister_configs() -> None:
@@ -62,19 +62,18 @@ def _reregister_configs() -> None:
 @pytest.fixture
 def toy(monkeypatch, tmp_path):
     """The toy source and the toy seventh subset, registered for one test; the data root holds the
-    synthetic source tree plus the toy rows."""
+    synthetic source tree, the toy source's rows included (its SourceSpec's generator)."""
     from automon.sources import SOURCES, SourceSpec
     from automon.sources.synthetic import write_synthetic_root
 
     monkeypatch.setitem(SOURCES, TOY_SOURCE, SourceSpec(
         name=TOY_SOURCE, local=("toy/facts.jsonl",), fmt="jsonl", required=("question", "answer", "wrong"),
-        license="synthetic (tests)"))
+        license="synthetic (tests)", synthetic=toy_rows))
     spec = subsets.register(subsets.SubsetSpec(
         TOY, "sycophancy", "qa", f"{__name__}:toy_recipe", (TOY_SOURCE,), 250,  # a dotted path, as in docs
         "Toy questions: the wrong answer stated as fact (1) vs the right one (0)."))
     _reregister_configs()
     root = write_synthetic_root(tmp_path / "raw", n=12)
-    _write_toy_rows(root)
     try:
         yield spec, root
     finally:

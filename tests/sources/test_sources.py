@@ -45,6 +45,23 @@ def test_hub_rows_are_mapped_to_the_local_layout():
         assert spec.hub_id or spec.urls, f"{name} has no hub or URL origin for users without local files"
 
 
+
+def test_every_source_makes_synthetic_rows_its_reader_reads(synth):
+    """Each SourceSpec carries its synthetic generator (SourceSpec.synthetic): the tests and the
+    offline smoke pipeline build every subset from them."""
+    for name, spec in SOURCES.items():
+        assert spec.synthetic is not None, f"{name} has no synthetic generator"
+        assert sum(1 for _ in read_source(name, synth)) > 0, name
+
+
+def test_a_source_without_synthetic_rows_is_named(monkeypatch, tmp_path):
+    from automon.sources import SourceSpec
+
+    monkeypatch.setitem(SOURCES, "toy_src", SourceSpec("toy_src", ("toy/x.jsonl",), "jsonl", ("q",)))
+    with pytest.raises(ValueError, match="source toy_src has no synthetic rows: give its SourceSpec a `synthetic`"):
+        write_synthetic_root(tmp_path / "raw", n=4)
+
+
 def test_malformed_rows_name_file_and_line(synth, tmp_path):
     p = tmp_path / "rh" / "reward-hack-generalization" / "reward_hack"
     p.mkdir(parents=True)
