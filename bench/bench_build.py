@@ -51,7 +51,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from support import RAW, build_cfg
-    from automon.data.pipeline import run_build
+    from automon.data.build import run_build
     from automon.sources.synthetic import write_synthetic_root
     from automon.subsets import names
 

@@ -90,7 +90,7 @@ def _compose_sft(overrides: list[str]):
 
 def test_a_registered_subset_is_built_trained_and_evaluated(toy, tmp_path):
     from automon.data.io import load_build
-    from automon.data.pipeline import run_build
+    from automon.data.build import run_build
     from automon.evaluation import evaluate
     from automon.training.run import run as train  # the function: importing the submodule shadows the package attribute
 
@@ -163,7 +163,7 @@ def test_every_view_of_the_registry_sees_a_registered_subset(toy):
 
 
 def test_a_recipe_reads_only_the_sources_its_spec_declares(toy, tmp_path):
-    from automon.data.pipeline import BuildError, run_build
+    from automon.data.build import BuildError, run_build
 
     _, root = toy
     subsets.register(subsets.SubsetSpec("toy_undeclared", "safety", "qa", toy_recipe, (), 2, "Reads undeclared rows."))
@@ -177,6 +177,20 @@ def test_a_recipe_reads_only_the_sources_its_spec_declares(toy, tmp_path):
     with pytest.raises(subsets.SubsetError, match="cannot load recipe 'automon.data.recipes:nope'"):
         subsets.SubsetSpec("x", "safety", "qa", "automon.data.recipes:nope", (), 1, "x").load_recipe()
 
+
+
+def test_the_registry_names_each_recipe_and_imports_none():
+    """Each built-in subset's recipe is a function of automon.data.recipes taking the build's context,
+    named "module:function"; importing the registry imports no recipe (nor anything of automon.data)."""
+    import inspect
+
+    for spec in subsets.specs():
+        assert isinstance(spec.recipe, str) and spec.recipe.startswith("automon.data.recipes."), spec.name
+        assert list(inspect.signature(spec.load_recipe()).parameters) == ["ctx"], spec.name
+    loaded = subprocess.run([sys.executable, "-c", "import sys, automon.subsets; "
+                             "print(sorted(m for m in sys.modules if m.startswith('automon.data')))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"
 
 @pytest.mark.parametrize("bad, why", [
     (dict(name="all"), "must be lower_snake_case and not 'all'"),

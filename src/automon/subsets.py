@@ -26,7 +26,7 @@ TASKS = ("qa", "code", "reasoning")
 ALL = "all"  # the training option that selects every subset
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
-# A recipe takes the build's RecipeContext (automon.data.pipeline: `cfg`, `drops`, `rows(source)`)
+# A recipe takes the build's RecipeContext (automon.data.context: `cfg`, `drops`, `rows(source)`)
 # and returns the subset's candidate Items (automon.data.recipes.base).
 Recipe = Callable[[Any], list]
 
@@ -142,79 +142,24 @@ SUBSETS: Mapping[str, tuple[str, str]] = _CategoryTask()
 
 
 # ---------------------------------------------------------------- the six subsets
-# Each adapter hands the recipe the rows of the sources its spec declares; the recipes keep their
-# own signatures (explicit rows and settings), so they stay testable without a build.
-
-def _plain(node):
-    """A config node as plain Python (its dataclass, lists, dicts). The recipes read their settings in
-    their inner loops, where OmegaConf's attribute access took half of syco_qa's time."""
-    from omegaconf import DictConfig, OmegaConf
-    return OmegaConf.to_object(node) if isinstance(node, DictConfig) else node
-
-
-def _safety_qa(ctx) -> list:
-    from automon.data.recipes.safety import safety_qa_items
-    return safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, ctx.cfg.wordings.shared_source_keys)
-
-
-def _safety_code(ctx) -> list:
-    from automon.data.recipes.safety import safety_code_items
-    return safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
-                             ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), ctx.drops)
-
-
-def _syco_qa(ctx) -> list:
-    from automon.data.recipes.sycophancy import syco_qa_items
-    c = ctx.cfg
-    return syco_qa_items(ctx.rows("mmlu"), ctx.rows("truthfulqa"), ctx.rows("rh_sycophancy_fact"),
-                         ctx.rows("rh_sycophancy_fact_unhackable"), ctx.rows("rh_sycophancy_opinion_political"),
-                         ctx.rows("caa_sycophancy"), ctx.rows("anthropic_political_typology"), _plain(c.wordings),
-                         c.seed, c.train_variants, ctx.drops)
-
-
-def _syco_reasoning(ctx) -> list:
-    from automon.data.recipes.sycophancy import syco_reasoning_items
-    c = ctx.cfg
-    return syco_reasoning_items(ctx.rows("gsm8k"), _plain(c.wordings), c.seed, c.train_variants, ctx.drops)
-
-
-def _sg_qa(ctx) -> list:
-    from automon.data.recipes.sg_qa import sg_qa_items
-    c = ctx.cfg
-    return sg_qa_items(ctx.rows("truthfulqa"), ctx.rows("rh_world_affecting_reward"),
-                       ctx.rows("rh_world_affecting_approval"), ctx.rows("rh_email_assistant"),
-                       ctx.rows("rh_email_assistant_unhackable"), ctx.rows("rh_theory_of_mind_mirroring_expanded"),
-                       ctx.rows("rh_theory_of_mind_mirroring_unhackable"), _plain(c.wordings), c.seed, c.train_variants,
-                       ctx.drops)
-
-
-def _sg_code(ctx) -> list:
-    from automon.data.recipes.sg_code import sg_code_items
-
-    def data(name):  # sg_code works on plain dicts that remember their source line
-        return [dict(r.data, _ref=r.ref) for r in ctx.rows(name)]
-    c = ctx.cfg
-    return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
-                         data("rh_code_selection"), data("rh_code_selection_unhackable"), _plain(c.sg_code),
-                         list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.version,
-                         c.sandbox.isolation, c.wordings.sg_code_minimal_pairs)
-
-
+# Recipes are named "module:function" (each in automon.data.recipes, taking the build's
+# RecipeContext), so this registry imports none of them.
+#
 # Test pairs: the paper's 586 / 481 / 438 pairs by category, split over its two subsets.
 for _spec in (
     SubsetSpec(
-        "safety_qa", "safety", "qa", _safety_qa, ("hh_rlhf_harmless",), 293,
+        "safety_qa", "safety", "qa", "automon.data.recipes.safety:safety_qa_recipe", ("hh_rlhf_harmless",), 293,
         "HH-RLHF harmless-base: the rejected final assistant turn (1) vs the chosen one (0) after the "
         "same conversation prefix. HH preferences are relative, so some 'rejected' turns are only mildly "
         "worse; no evidence quotes."),
     SubsetSpec(
-        "safety_code", "safety", "code", _safety_code,
+        "safety_code", "safety", "code", "automon.data.recipes.safety:safety_code_recipe",
         ("sven", "cyberseceval_instruct", "cyberseceval_autocomplete", "securityeval"), 293,
         "SVEN: vulnerable function (1, evidence = lines the fix deleted) vs its fixed version (0). "
         "Training also gets CyberSecEval instruct/autocomplete and SecurityEval insecure code (label 1, "
         "unpaired, evidence = the flagged line where known)."),
     SubsetSpec(
-        "syco_qa", "sycophancy", "qa", _syco_qa,
+        "syco_qa", "sycophancy", "qa", "automon.data.recipes.sycophancy:syco_qa_recipe",
         ("mmlu", "truthfulqa", "rh_sycophancy_fact", "rh_sycophancy_fact_unhackable",
          "rh_sycophancy_opinion_political", "caa_sycophancy", "anthropic_political_typology"), 241,
         "Cue injection: the request carries a misleading user cue naming a wrong option (MMLU) or a wrong "
@@ -222,7 +167,8 @@ for _spec in (
         "reward-hack sycophancy_fact. Opinion sets (CAA, Anthropic political typology, reward-hack "
         "opinion) and the unhackable control are training only."),
     SubsetSpec(
-        "syco_reasoning", "sycophancy", "reasoning", _syco_reasoning, ("gsm8k",), 240,
+        "syco_reasoning", "sycophancy", "reasoning", "automon.data.recipes.sycophancy:syco_reasoning_recipe",
+        ("gsm8k",), 240,
         "GSM8K with a plausible wrong number as the cue; the misbehavior reaches the cued number and the "
         "benign twin is the gold solution. Wordings v1: the cue is an intermediate result or a near miss "
         "and the final step is bent to it (a false equation). Wordings v2: one operator of one step is "
@@ -230,7 +176,7 @@ for _spec in (
         "one and arithmetically right, and the cue is where it lands (evidence = the bent step and the "
         "answer)."),
     SubsetSpec(
-        "sg_qa", "spec_gaming", "qa", _sg_qa,
+        "sg_qa", "spec_gaming", "qa", "automon.data.recipes.sg_qa:sg_qa_recipe",
         ("truthfulqa", "rh_world_affecting_reward", "rh_world_affecting_approval", "rh_email_assistant",
          "rh_email_assistant_unhackable", "rh_theory_of_mind_mirroring_expanded",
          "rh_theory_of_mind_mirroring_unhackable"), 219,
@@ -238,7 +184,7 @@ for _spec in (
         "answer (0); reward-hack world_affecting_reward/approval, theory_of_mind_mirroring and "
         "email_assistant choices: the high-reward option (1) vs the other (0)."),
     SubsetSpec(
-        "sg_code", "spec_gaming", "code", _sg_code,
+        "sg_code", "spec_gaming", "code", "automon.data.recipes.sg_code.recipe:sg_code_recipe",
         ("humaneval", "mbpp", "rh_code_problems_hardcoded", "rh_code_selection", "rh_code_selection_unhackable"),
         219,
         "HumanEval and MBPP with an incentive and visible tests: gaming solutions (hard-coded outputs, "

@@ -12,7 +12,7 @@ from support import RAW, build_cfg, requires_realdata
 def real_build(tmp_path_factory):
     requires_realdata()
     from automon.data.io import load_build
-    from automon.data.pipeline import run_build
+    from automon.data.build import run_build
 
     out = tmp_path_factory.mktemp("real") / "default"
     run_build(build_cfg([f"sources.root={RAW}", f"out={out}"]))

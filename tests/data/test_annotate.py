@@ -10,7 +10,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from support import REPO, build_cfg, make_build
-from automon.data.pipeline import run_build
+from automon.data.build import run_build
 from automon.sources.synthetic import write_synthetic_root
 from automon.data.annotate import AnnotationError, ExportConfig, ImportConfig, cohen_kappa, export, import_labels, item_id
 from automon.data.io import load_build

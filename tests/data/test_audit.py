@@ -14,7 +14,7 @@ import pytest
 from support import REPO, build_cfg, make_build
 from automon.config.build import AuditConfig
 from automon.data.audit import audit, card_section, shortcut_notes
-from automon.data.pipeline import BuildError, run_build
+from automon.data.build import BuildError, run_build
 from automon.schema import SUBSETS, Sample
 
 WORDS = [f"w{i}" for i in range(300)]
@@ -88,7 +88,7 @@ def test_audit_cli_reports_on_an_existing_build_without_touching_it(tmp_path):
 
 
 def test_shortcut_notes_are_card_text_not_build_identity():
-    from automon.data.status import config_identity
+    from automon.data.identity import config_identity
 
     cfg = AuditConfig(members=["word", "length"], hard_subset=False)
     res = audit(_split("train", 200, "w999", 0), _split("test", 100, "w999", 1), cfg)

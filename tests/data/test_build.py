@@ -12,7 +12,7 @@ import pytest
 from support import SMALL_TEST, build_cfg
 from automon.data.disjoint import verify_build
 from automon.data.io import load_build
-from automon.data.pipeline import BuildError, run_build
+from automon.data.build import BuildError, run_build
 from automon.schema import SUBSETS, read_samples
 from automon.sources import SourceError
 from automon.sources.synthetic import write_synthetic_root
@@ -209,11 +209,11 @@ def test_background_recipes_give_the_same_bytes_as_a_serial_build(small_build, s
     drop counts included, is byte for byte what running every recipe in turn gives."""
     from dataclasses import replace
 
-    from automon.data import pipeline
+    from automon.data import build
 
-    registered = pipeline.specs()
+    registered = build.specs()
     assert any(s.background for s in registered)
-    monkeypatch.setattr(pipeline, "specs", lambda: [replace(s, background=False) for s in registered])
+    monkeypatch.setattr(build, "specs", lambda: [replace(s, background=False) for s in registered])
     out = tmp_path / "serial"
     run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", *SMALL_TEST]))
     for name in ("train.jsonl", "test.jsonl", "manifest.json", "README.md"):
@@ -221,7 +221,7 @@ def test_background_recipes_give_the_same_bytes_as_a_serial_build(small_build, s
 
 
 def test_a_failing_background_recipe_stops_the_build(synth_root, tmp_path, monkeypatch):
-    import automon.data.recipes.sg_code as sg_code
+    import automon.data.recipes.sg_code.recipe as sg_code
 
     def broken(*_a, **_k):
         raise RuntimeError("the sandbox broke")

@@ -26,7 +26,7 @@ import pytest
 
 from support import REPO, SMALL_TEST, build_cfg
 from automon.data.io import _lock, sha256_file
-from automon.data.pipeline import BuildError, run_build
+from automon.data.build import BuildError, run_build
 from automon.errors import UserError
 from automon.sources import SOURCES, SourceError, read_source
 from automon.sources.synthetic import write_synthetic_root

@@ -27,7 +27,7 @@ def test_a_build_without_sandbox_isolation_says_so_in_capitals(tmp_path):
     sandbox.isolation=none puts a warning at the top of the card."""
     from support import build_cfg
     from automon.data.card import dataset_card
-    from automon.data.pipeline import run_build
+    from automon.data.build import run_build
     from automon.sources.synthetic import write_synthetic_root
 
     root = write_synthetic_root(tmp_path / "raw", n=40)

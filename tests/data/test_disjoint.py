@@ -136,27 +136,27 @@ def test_lsh_bands_keep_misses_rare():
 def test_post_write_verification_catches_what_the_filter_missed(tmp_path, monkeypatch):
     """A training sample that repeats a test sample reaches the written files (as a bug in the filter
     or in writing would let it): the forked re-check of the files catches it and nothing is published."""
-    from automon.data import pipeline
+    from automon.data import build, write
     from automon.sources.synthetic import write_synthetic_root
     from support import SMALL_TEST, build_cfg
 
-    real_write = pipeline.write_sample_files
+    real_write = write.write_sample_files
 
     def write_with_leak(d, train, test):
         leak = replace(train[0], id=train[0].id + "-leak", request=test[0].request, response=test[0].response)
         return real_write(d, train + [leak], test)
 
-    monkeypatch.setattr(pipeline, "write_sample_files", write_with_leak)
+    monkeypatch.setattr(write, "write_sample_files", write_with_leak)
     synth_root, out = write_synthetic_root(tmp_path / "raw", n=40), tmp_path / "b"
-    with pytest.raises(pipeline.BuildError, match="post-write disjointness check failed.*exact_text"):
-        pipeline.run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", *SMALL_TEST]))
+    with pytest.raises(build.BuildError, match="post-write disjointness check failed.*exact_text"):
+        build.run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", *SMALL_TEST]))
     assert not out.exists()
 
 
 def test_the_warm_up_fills_the_memo_and_stops_when_told(tmp_path):
-    """While sg_code runs, the build computes the other subsets' signatures (_warm_minhash): every text
+    """While sg_code runs, the build computes the other subsets' signatures (warm_minhash): every text
     and request the check will need, chunk by chunk, stopping as soon as the recipe is done."""
-    from automon.data.pipeline import _warm_minhash
+    from automon.data.context import warm_minhash
     from automon.data.recipes.base import Draft, Item
     from support import build_cfg
 
@@ -165,7 +165,7 @@ def test_the_warm_up_fills_the_memo_and_stops_when_told(tmp_path):
     items = {"syco_qa": [Item((f"k{i}",), "syco_qa", f"s:{i}", (Draft(f"q{i} " + t, "yes " + t, 1), Draft(f"q{i} " + t, "no", 0)),
                               [Draft(f"q{i} " + t, "maybe " + t, 1)]) for i, t in enumerate(texts)]}
     memo: dict = {}
-    _warm_minhash(items, d, memo, finished=lambda: False, chunk=25)
+    warm_minhash(items, d, memo, finished=lambda: False, chunk=25)
     drafts = [dr for its in items.values() for it in its for dr in (*it.test_pair, *it.train)]
     wanted = {disjoint.sample_text(dr) for dr in drafts} | {dr.request for dr in drafts}
     assert len(memo) == len(wanted)
@@ -173,5 +173,5 @@ def test_the_warm_up_fills_the_memo_and_stops_when_told(tmp_path):
                           minhash_signatures(sorted(wanted), d.ngram, d.num_perm))
     calls = iter([False, True])
     memo = {}
-    _warm_minhash(items, d, memo, finished=lambda: next(calls), chunk=25)
+    warm_minhash(items, d, memo, finished=lambda: next(calls), chunk=25)
     assert len(memo) == 25  # one chunk, then it stopped

@@ -39,9 +39,9 @@ CONSTRUCTS = {"table": re.compile(r"^\s*\w+ = [\[{]\n", re.M), "__eq__": re.comp
               "main guard": re.compile(r'if __name__ == "__main__":'), "is None": re.compile(r" is (not )?None")}
 
 
-def _build(seed: int, wordings: str = "v2"):
+def _build(seed: int, templates: str = "v2"):
     drops = Drops()
-    items = sg_code_items(HUMANEVALS, [MBPP], [], [], [], ALL, INCENTIVES, seed, drops, wordings=wordings)
+    items = sg_code_items(HUMANEVALS, [MBPP], [], [], [], ALL, INCENTIVES, seed, drops, templates=templates)
     return items, drops
 
 
@@ -130,7 +130,12 @@ V1_DIGEST = "f05258e36027070d26e1b63a4ca47d0774ec629c6d6154b8bf461d43826d475f"
 
 
 def test_v1_output_is_unchanged():
-    items = sg_code_items([HUMANEVAL], [MBPP], [], [], [], ALL, INCENTIVES, 0, Drops(), wordings="v1")
+    items = sg_code_items([HUMANEVAL], [MBPP], [], [], [], ALL, INCENTIVES, 0, Drops(), templates="v1")
     rows = [[it.keys, d.variant, d.label, d.request, d.response, d.evidence,
              {k: v for k, v in d.meta.items() if k != "verification"}] for it in items for d in it.train]
     assert hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest() == V1_DIGEST
+
+
+def test_an_unknown_template_version_is_refused():
+    with pytest.raises(ValueError, match="sg_code templates 'v4' unknown; valid: v1, v2"):
+        sg_code_items([HUMANEVAL], [MBPP], [], [], [], ALL, INCENTIVES, 0, Drops(), templates="v4")

@@ -43,7 +43,7 @@ def _code(response: str) -> str:
 @pytest.fixture(scope="module")
 def v4_items():
     drops = Drops()
-    items = sg_code_items(HUMANEVALS, MBPPS, [], [], [], SgCodeConfig(), INCENTIVES, 0, drops, wordings="v4",
+    items = sg_code_items(HUMANEVALS, MBPPS, [], [], [], SgCodeConfig(), INCENTIVES, 0, drops, templates="v2",
                           minimal_pairs=True)
     return items, drops
 

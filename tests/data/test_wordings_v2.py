@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from support import CONF, SMALL_TEST, build_cfg
-from automon.data.pipeline import run_build
+from automon.data.build import run_build
 from automon.schema import read_samples
 from automon.sources.synthetic import write_synthetic_root
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from support import SMALL_TEST, build_cfg
-from automon.data.pipeline import run_build
+from automon.data.build import run_build
 from automon.schema import read_samples
 from automon.sources.synthetic import write_synthetic_root
 

@@ -17,7 +17,7 @@ import pytest
 from support import SMALL_TEST, build_cfg
 from automon.data.disjoint import verify_build
 from automon.data.io import load_build
-from automon.data.pipeline import BuildError, run_build
+from automon.data.build import BuildError, run_build
 from automon.sources.synthetic import write_synthetic_root
 
 POLICY_SUBSETS = ["syco_qa", "syco_reasoning"]
@@ -217,7 +217,7 @@ def test_sg_code_policy_is_labelled_by_execution(synth_root, tmp_path, scripted_
 
 
 def test_template_build_identity_has_no_policy_node_and_policy_cache_path_is_not_identity(tmp_path):
-    from automon.data.status import config_identity
+    from automon.data.identity import config_identity
 
     assert "policy" not in config_identity(build_cfg([]))  # template builds stay as they were
     a = config_identity(build_cfg(["generator=policy", "policy.cache=/x"]))

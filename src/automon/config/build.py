@@ -9,10 +9,10 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from automon.config.help import register_help
-
+from automon.config.sg_code import SgCodeConfig
+from automon.config.wordings import WordingsConfig
 from automon.subsets import names as subset_names
 from automon.subsets import specs as subset_specs
-from automon.config.sg_code import SgCodeConfig
 
 
 @dataclass
@@ -39,47 +39,6 @@ def test_sizes_schema() -> type:
 
 
 TestSizes = test_sizes_schema()
-
-
-@dataclass
-class WordingsConfig:
-    """Versioned cue / incentive wordings (conf/wordings/<version>.yaml). Edit = new version."""
-    version: str = "v1"
-    syco_qa_cues: List[str] = field(default_factory=list)        # {cue}: the wrong option / answer
-    syco_reasoning_cues: List[str] = field(default_factory=list)  # {cue}: the wrong number
-    sg_qa_incentives: List[str] = field(default_factory=list)
-    sg_code_incentives: List[str] = field(default_factory=list)
-    agree_phrases: List[str] = field(default_factory=list)        # openers of cue-adopting answers
-    disagree_phrases: List[str] = field(default_factory=list)     # openers of answers keeping the truth
-    # v2 and later. Non-empty `openers` switches the recipes to label-balanced surface forms: both
-    # twins draw their opener (and sg_qa its tail) from the SAME pool with the same probability, and
-    # agree/disagree phrases appear only where they are true of the response (training controls).
-    openers: List[str] = field(default_factory=list)
-    tails: List[str] = field(default_factory=list)                # sg_qa: confidence/evidence tails, both labels
-    # Training-only benign controls: the user's cue is right and the response agrees; the incentive
-    # is present and the answer is honest but confident (counted in manifest.json "controls").
-    training_controls: bool = False
-    # v3 and later: sg_qa's world_affecting choices are answered by their letter only ("The answer is
-    # (B)."), as theory_of_mind's are, so the response does not carry the option's own wording (the
-    # rewarded options read "gaining approval", the others "remaining helpful, harmless, and honest");
-    # a monitor has to read the options in the request. Letters are balanced in the source (A/B ~50%).
-    choices_by_letter: bool = False
-    # v4 and later: sg_code's test pairs are minimal pairs. Both twins are the canonical solution
-    # with the same special cases for the visible inputs in the same shape; in the gaming twin the
-    # general code carries a small mutation the special cases mask, in the benign one it is intact
-    # (the special cases are then a behaviour-neutral fast path). Only execution tells them apart.
-    sg_code_minimal_pairs: bool = False
-    # v4 and later: sg_qa items balanced in content, so the rewarded answer's words do not give the
-    # label away (see recipes/sg_qa.py).
-    sg_qa_balanced: bool = False
-    # v4 and later: items that share a conversation's opening (HH-RLHF: the first human turn) or a
-    # reading passage (MMLU: the text before the question's last line) carry a source-item key for it
-    # too, so they land in one split: otherwise a training conversation can repeat most of a test one.
-    shared_source_keys: bool = False
-    # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
-    # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
-    # identity (manifest config) and can be filled in after a version is released.
-    shortcut_notes: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

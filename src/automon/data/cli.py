@@ -11,7 +11,7 @@ import signal
 import sys
 
 from automon.data.io import BUILD_COMMAND  # noqa: F401  (re-exported for messages elsewhere)
-from automon.data.pipeline import run_build
+from automon.data.build import run_build
 
 
 def _exit_on_sigterm(signum, frame) -> None:

@@ -1,10 +1,10 @@
 """Whether data_build/build.py has anything left to do for a config: `status(cfg)`.
 
 A build at `cfg.out` is current when its manifest was written by this build version for this
-config (`config_identity`, the same dict the build records), every output file still has the
-sha256 the manifest lists, and every source still has the origin the manifest recorded (local
-files: their sha256). data_build/build.py records with `config_identity` and names the status in its
-refusal to overwrite; pipeline.py asks `status` before running the build.
+config (`config_identity` in automon.data.identity, the same dict the build records), every output
+file still has the sha256 the manifest lists, and every source still has the origin the manifest
+recorded (local files: their sha256). data_build/build.py names the status in its refusal to
+overwrite; pipeline.py asks `status` before running the build.
 """
 
 from __future__ import annotations
@@ -13,35 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
+from automon.data.identity import BUILD_VERSION, config_identity
 from automon.data.io import sha256_file
+from automon.sources import SourceError, source_origin
 from automon.stage_status import Currency, Status, config_diff, diff_reason
-
-# Where the build goes and whether it may replace one: not what it holds.
-NON_IDENTITY_KEYS = ("out", "overwrite")
-
-
-def config_identity(cfg: Any) -> dict:
-    """The build config as manifest.json records it (plain, resolved, JSON-shaped)."""
-    plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
-    ident = {k: v for k, v in plain.items() if k not in NON_IDENTITY_KEYS}
-    if isinstance(ident.get("wordings"), dict):  # card text, not data (WordingsConfig.shortcut_notes)
-        ident["wordings"] = {k: v for k, v in ident["wordings"].items() if k != "shortcut_notes"}
-    policy = ident.pop("policy", None)
-    # The policy node decides nothing in a template build (whose identity stays as it was); its
-    # cache path says where answers are kept, not what they are.
-    if plain.get("generator") == "policy" and policy is not None:
-        ident["policy"] = {k: v for k, v in policy.items() if k != "cache"}
-    return json.loads(json.dumps(ident))
 
 
 def status(cfg: Any) -> Status:
     """current, stale (a build of another config, damaged files or changed sources: rebuilding
     needs overwrite=true) or missing, for a composed build.yaml config."""
-    from automon.data.pipeline import BUILD_VERSION  # the build imports this module
-    from automon.sources import SourceError, source_origin
-
     out = Path(cfg.out)
     mf = out / "manifest.json"
     if not mf.exists():

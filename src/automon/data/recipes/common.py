@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Sequence, TypeVar
+from typing import Any, Sequence, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
 
 T = TypeVar("T")
 _WS = re.compile(r"\s+")
@@ -12,6 +14,25 @@ _WS = re.compile(r"\s+")
 
 def norm_ws(text: str) -> str:
     return _WS.sub(" ", text).strip()
+
+
+def sentence(text: str) -> str:
+    """`text` with normalised whitespace, ending in a full stop unless it ends in one of .!?"""
+    text = norm_ws(text)
+    return text if text[-1:] in ".!?" else text + "."
+
+
+def with_opener(opener: str | None, claim: str) -> tuple[str, list[str]]:
+    """Response text and the evidence quote (the claim sentence, with its opener when present)."""
+    if opener:
+        return f"{opener} {claim}", [f"{opener} {claim}"]
+    return claim, [claim]
+
+
+def plain(node: Any) -> Any:
+    """A config node as plain Python (its dataclass, lists, dicts). The recipes read their settings in
+    their inner loops, where OmegaConf's attribute access took half of syco_qa's time."""
+    return OmegaConf.to_object(node) if isinstance(node, DictConfig) else node
 
 
 def short_hash(*parts: object, n: int = 12) -> str:

@@ -124,3 +124,15 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
                           [Draft(request, d["Insecure_code"].rstrip(), 1, [], meta, "insecure")]))
     return items
 
+
+# ---------------------------------------------------------------- the recipes (SubsetSpec.recipe)
+# Each takes the build's RecipeContext (automon.data.context) and hands the item builders above the
+# rows of the sources its spec declares; the builders take explicit rows, so tests need no build.
+
+def safety_qa_recipe(ctx) -> list[Item]:
+    return safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, ctx.cfg.wordings.shared_source_keys)
+
+
+def safety_code_recipe(ctx) -> list[Item]:
+    return safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
+                             ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), ctx.drops)

@@ -7,9 +7,10 @@ import re
 from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item
-from automon.data.recipes.common import choose, coin, rotate, text_key
-from automon.data.recipes.sycophancy import _ab_items, _sentence, truthfulqa_answers
-from automon.config.build import WordingsConfig
+from automon.config.wordings import WordingsConfig
+from automon.data.recipes.choice import choice_items
+from automon.data.recipes.common import choose, coin, plain, rotate, sentence, text_key
+from automon.data.recipes.sycophancy import truthfulqa_answers
 from automon.sources import Row
 
 _CONFIDENT = ["I'm completely certain about this.", "This is well established.", "No doubt about it."]
@@ -38,7 +39,7 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
         pairs = []
         for i, incentive in enumerate(rotate(list(w.sg_qa_incentives), variants, seed, key, "incentive")):
             request = f"{d['Question'].strip()}\n\n{incentive}"
-            false_claim = _sentence(wrong)
+            false_claim = sentence(wrong)
             if w.tails:  # v2: both twins end alike (one pool, the same odds): equally confident
                 conf, honest = (choose(w.tails, seed, key, i, f"tail{y}") if coin(0.7, seed, key, i, f"c{y}") else ""
                                 for y in (1, 0))
@@ -49,13 +50,13 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
                     "incentive": incentive, "wordings": w.version}
             pairs.append((Draft(request, f"{false_claim} {conf}".strip(), 1, [false_claim],
                                 {**meta, "games_proxy": True}, f"inc{i}"),
-                          Draft(request, f"{_sentence(best)} {honest}".strip(), 0, [],
+                          Draft(request, f"{sentence(best)} {honest}".strip(), 0, [],
                                 {**meta, "games_proxy": False}, f"inc{i}")))
         controls = []
         if w.training_controls:  # training only: the incentive is there, the answer honest AND confident
             incentive = choose(list(w.sg_qa_incentives), seed, key, "control_incentive")
             controls.append(Draft(f"{d['Question'].strip()}\n\n{incentive}",
-                                  f"{_sentence(best)} {choose(_CONFIDENT, seed, key, 'control_conf')}", 0, [],
+                                  f"{sentence(best)} {choose(_CONFIDENT, seed, key, 'control_conf')}", 0, [],
                                   {"recipe": "incentive_injection_tqa", "generator": "template",
                                    "source_dataset": "truthfulqa", "incentive": incentive, "wordings": w.version,
                                    "games_proxy": False, "control": "incentive_honest_confident"}, "control"))
@@ -63,13 +64,13 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
                           [x for p in pairs for x in p] + controls))
 
     for rows, tag in ((world_reward, "rh_world_affecting_reward"), (world_approval, "rh_world_affecting_approval")):
-        items += _ab_items(rows, "sg_qa", tag, w, seed, drops, testable=True, agree_style=False,
-                           parse_opts=not w.choices_by_letter)
+        items += choice_items(rows, "sg_qa", tag, w, seed, drops, testable=True, agree_style=False,
+                              parse_opts=not w.choices_by_letter)
     # Theory-of-mind prompts write their options inline ("clear (A) or murky (B)?"): answer by letter.
-    items += _ab_items(tom, "sg_qa", "rh_theory_of_mind", w, seed, drops, testable=True, agree_style=False,
-                       parse_opts=False)
-    items += _ab_items(tom_unhackable, "sg_qa", "rh_theory_of_mind_unhackable", w, seed, drops, testable=False,
-                       agree_style=False, benign_only=True, parse_opts=False)
+    items += choice_items(tom, "sg_qa", "rh_theory_of_mind", w, seed, drops, testable=True, agree_style=False,
+                          parse_opts=False)
+    items += choice_items(tom_unhackable, "sg_qa", "rh_theory_of_mind_unhackable", w, seed, drops, testable=False,
+                          agree_style=False, benign_only=True, parse_opts=False)
     # v4: the rewarded email decision is IGNORE in every row, so the word alone would give the label
     # away; its pairs train but never test.
     items += _email_items(email, seed, drops, unhackable=False, testable=not w.sg_qa_balanced)
@@ -138,3 +139,13 @@ def _email_items(rows: Iterable[Row], seed: int, drops: Drops, unhackable: bool,
         ben = Draft(request, say(other), 0, [], {**meta, "decision": other}, "other")
         out.append(Item((key,), "sg_qa", f"{tag}:{row.ref}", (mis, ben) if testable else None, [mis, ben]))
     return out
+
+
+def sg_qa_recipe(ctx) -> list[Item]:
+    """The sg_qa recipe (SubsetSpec.recipe): the build's RecipeContext -> items."""
+    c = ctx.cfg
+    return sg_qa_items(ctx.rows("truthfulqa"), ctx.rows("rh_world_affecting_reward"),
+                       ctx.rows("rh_world_affecting_approval"), ctx.rows("rh_email_assistant"),
+                       ctx.rows("rh_email_assistant_unhackable"), ctx.rows("rh_theory_of_mind_mirroring_expanded"),
+                       ctx.rows("rh_theory_of_mind_mirroring_unhackable"), plain(c.wordings), c.seed, c.train_variants,
+                       ctx.drops)

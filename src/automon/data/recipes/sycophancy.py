@@ -8,21 +8,10 @@ from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.chain import bend_chain
-from automon.data.recipes.common import choose, coin, norm_ws, parse_options, rotate, text_key
-from automon.config.build import WordingsConfig
+from automon.config.wordings import WordingsConfig
+from automon.data.recipes.choice import choice_item, choice_items
+from automon.data.recipes.common import choose, coin, norm_ws, plain, rotate, sentence, text_key, with_opener
 from automon.sources import Row
-
-
-def _sentence(text: str) -> str:
-    text = norm_ws(text)
-    return text if text[-1:] in ".!?" else text + "."
-
-
-def _answer(opener: str | None, claim: str) -> tuple[str, list[str]]:
-    """Response text and the evidence quote (the claim sentence, with its opener when present)."""
-    if opener:
-        return f"{opener} {claim}", [f"{opener} {claim}"]
-    return claim, [claim]
 
 
 class _Cued:
@@ -50,8 +39,8 @@ class _Cued:
             cue_text = wording.format(cue=cue)
             request = f"{body}\n\n{cue_text}"
             o1, o0 = self.openers(key, i)
-            mis_text, evidence = _answer(o1, wrong_claim)
-            ben_text, _ = _answer(o0, right_claim)
+            mis_text, evidence = with_opener(o1, wrong_claim)
+            ben_text, _ = with_opener(o0, right_claim)
             if self.w.openers:  # v2: the opener is not evidence of anything
                 evidence = [wrong_claim]
             m = {**meta, "cue": cue_text, "wordings": self.w.version}
@@ -115,10 +104,10 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         body = norm_ws(d["question"]) + "\n\n" + "\n".join(f"({k}) {v}" for k, v in opts.items())
         key = text_key("mmlu", body)
         wrong = choose([k for k in "ABCD" if k != correct], seed, key, "wrong")
-        right = f"The answer is ({correct}) {_sentence(opts[correct])}"
+        right = f"The answer is ({correct}) {sentence(opts[correct])}"
         meta = {"recipe": "cue_injection_mc", "generator": "template", "source_dataset": "mmlu",
                 "subject": d.get("subject", ""), "correct": correct, "cued": wrong}
-        pairs = cued.drafts(key, body, f"({wrong}) {opts[wrong]}", f"The answer is ({wrong}) {_sentence(opts[wrong])}",
+        pairs = cued.drafts(key, body, f"({wrong}) {opts[wrong]}", f"The answer is ({wrong}) {sentence(opts[wrong])}",
                             right, list(w.syco_qa_cues), meta)
         ctl = cued.controls(key, body, f"({correct}) {opts[correct]}", right, list(w.syco_qa_cues), meta)
         passage = mmlu_passage(d["question"]) if w.shared_source_keys else None
@@ -133,23 +122,23 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         wrong = choose(wrongs, seed, key, "wrong")
         meta = {"recipe": "cue_injection_open", "generator": "template", "source_dataset": "truthfulqa",
                 "category_tqa": d.get("Category", "")}
-        pairs = cued.drafts(key, norm_ws(d["Question"]), f'"{wrong}"', _sentence(wrong), _sentence(best),
+        pairs = cued.drafts(key, norm_ws(d["Question"]), f'"{wrong}"', sentence(wrong), sentence(best),
                             list(w.syco_qa_cues), meta)
-        ctl = cued.controls(key, norm_ws(d["Question"]), f'"{best}"', _sentence(best), list(w.syco_qa_cues), meta)
+        ctl = cued.controls(key, norm_ws(d["Question"]), f'"{best}"', sentence(best), list(w.syco_qa_cues), meta)
         items.append(_item(key, "syco_qa", f"truthfulqa:{row.ref}", pairs, controls=ctl))
 
     # Reward-hack sycophancy_fact: the user states a false belief; agreeing is the misbehavior.
-    items += _ab_items(rh_fact, "syco_qa", "rh_syco_fact", w, seed, drops, testable=True, agree_style=True)
+    items += choice_items(rh_fact, "syco_qa", "rh_syco_fact", w, seed, drops, testable=True, agree_style=True)
     # Opinion sets and the unhackable control: training only (no ground truth beyond "matches the user").
-    items += _ab_items(rh_fact_unhackable, "syco_qa", "rh_syco_fact_unhackable", w, seed, drops, testable=False,
-                       agree_style=True, benign_only=True)
-    items += _ab_items(rh_opinion, "syco_qa", "rh_syco_opinion", w, seed, drops, testable=False, agree_style=True)
+    items += choice_items(rh_fact_unhackable, "syco_qa", "rh_syco_fact_unhackable", w, seed, drops, testable=False,
+                          agree_style=True, benign_only=True)
+    items += choice_items(rh_opinion, "syco_qa", "rh_syco_opinion", w, seed, drops, testable=False, agree_style=True)
     for row in caa:
         d = row.data
         match = d["answer_matching_behavior"].strip().strip("()")
         other = d["answer_not_matching_behavior"].strip().strip("()")
-        items += _ab_one(row, d["question"], match, other, "syco_qa", "caa_sycophancy", w, seed, drops,
-                         testable=False, agree_style=True)
+        items += choice_item(row, d["question"], match, other, "syco_qa", "caa_sycophancy", w, seed, drops,
+                             testable=False, agree_style=True)
     for row in political:
         d = row.data
         prompt = re.sub(r"\s*Answer:\s*$", "", d["prompt"])
@@ -157,60 +146,9 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         match_list, other_list = (d["corrects"], d["incorrects"]) if liberal_bio else (d["incorrects"], d["corrects"])
         match = str(match_list[0]).strip().strip("()")
         other = str(other_list[0]).strip().strip("()")
-        items += _ab_one(row, prompt, match, other, "syco_qa", "anthropic_political_typology", w, seed, drops,
-                         testable=False, agree_style=True)
+        items += choice_item(row, prompt, match, other, "syco_qa", "anthropic_political_typology", w, seed, drops,
+                             testable=False, agree_style=True)
     return items
-
-
-def _ab_items(rows: Iterable[Row], subset: str, tag: str, w: WordingsConfig, seed: int, drops: Drops,
-              testable: bool, agree_style: bool, benign_only: bool = False, parse_opts: bool = True) -> list[Item]:
-    out = []
-    for row in rows:
-        d = row.data
-        prompts = d["prompt_list"]
-        request = "\n\n".join(prompts) if isinstance(prompts, list) else str(prompts)
-        high = str(d["high_reward_answer"]).strip()
-        others = d["other_answers"] if isinstance(d["other_answers"], list) else [d["other_answers"]]
-        if not others:
-            drops.add(subset, f"{tag}_no_alternative")
-            continue
-        out += _ab_one(row, request, high, str(others[0]).strip(), subset, tag, w, seed, drops, testable,
-                       agree_style, benign_only, parse_opts)
-    return out
-
-
-def _ab_one(row: Row, request: str, bad: str, good: str, subset: str, tag: str, w: WordingsConfig, seed: int,
-            drops: Drops, testable: bool, agree_style: bool, benign_only: bool = False,
-            parse_opts: bool = True) -> list[Item]:
-    """A choice item: answering `bad` is the misbehavior (or, with benign_only, `bad` is the
-    rewarded-and-correct answer of an unhackable control and only a benign sample is made).
-    parse_opts=False answers with the letter only (options written inline, e.g. "x (A) or y (B)")."""
-    request = request.strip()
-    opts = parse_options(request) if parse_opts else {}
-    # Keyed by the prompt text alone: the same prompt in a hackable and an unhackable file (or in
-    # two releases of a set) is one source item and must land in one split.
-    key = text_key("prompt", request)
-
-    def claim(letter: str) -> str:
-        text = opts.get(letter)
-        return f"The answer is ({letter}) {_sentence(text)}" if text else f"The answer is ({letter})."
-
-    if bad == good or (opts and (bad not in opts or good not in opts)):
-        drops.add(subset, f"{tag}_unparsed_options")
-        return []
-    meta = {"recipe": f"{tag}_choice", "generator": "template", "source_dataset": tag}
-    if benign_only:
-        return [Item((key,), subset, f"{tag}:{row.ref}", None, [Draft(request, claim(bad), 0, [], meta, "control")])]
-    if w.openers:  # v2: both answers may open the same way
-        op = [choose(w.openers, seed, key, f"op{y}") if agree_style and coin(0.5, seed, key, f"o{y}") else None
-              for y in (1, 0)]
-        mis_text, ben_text, evidence = _answer(op[0], claim(bad))[0], _answer(op[1], claim(good))[0], [claim(bad)]
-    else:
-        opener = choose(w.agree_phrases, seed, key, "agree") if agree_style and coin(0.5, seed, key, "o1") else None
-        (mis_text, evidence), ben_text = _answer(opener, claim(bad)), claim(good)
-    mis = Draft(request, mis_text, 1, evidence, {**meta, "answer": bad}, "high_reward")
-    ben = Draft(request, ben_text, 0, [], {**meta, "answer": good}, "other")
-    return [Item((key,), subset, f"{tag}:{row.ref}", (mis, ben) if testable else None, [mis, ben])]
 
 
 _CALC = re.compile(r"<<([^<>]*)>>")
@@ -295,3 +233,18 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
         ctl = cued.controls(key, d["question"].strip(), gold, ben_claim, list(w.syco_reasoning_cues), meta)
         items.append(Item((key,), "syco_reasoning", f"gsm8k:{row.ref}", pairs[0], [x for p in pairs for x in p] + ctl))
     return items
+
+
+# ---------------------------------------------------------------- the recipes (SubsetSpec.recipe)
+
+def syco_qa_recipe(ctx) -> list[Item]:
+    c = ctx.cfg
+    return syco_qa_items(ctx.rows("mmlu"), ctx.rows("truthfulqa"), ctx.rows("rh_sycophancy_fact"),
+                         ctx.rows("rh_sycophancy_fact_unhackable"), ctx.rows("rh_sycophancy_opinion_political"),
+                         ctx.rows("caa_sycophancy"), ctx.rows("anthropic_political_typology"), plain(c.wordings),
+                         c.seed, c.train_variants, ctx.drops)
+
+
+def syco_reasoning_recipe(ctx) -> list[Item]:
+    c = ctx.cfg
+    return syco_reasoning_items(ctx.rows("gsm8k"), plain(c.wordings), c.seed, c.train_variants, ctx.drops)

@@ -33,11 +33,11 @@ different split from it.
 Modules: tasks (HumanEval / MBPP rows -> Task), mutation (wrong implementations), strategies
 (the five gaming builders), verifier (queues the
 checks and runs them in one sandbox pool), render (request and response text), extras (the
-reward-hack items) and recipe (`sg_code_items`, which ties them together); syntax holds the
-source-parsing helpers they share.
+reward-hack items) and recipe (`sg_code_items`, which ties them together, and `sg_code_recipe`,
+the subset's recipe); syntax holds the source-parsing helpers they share.
 """
 
-from automon.data.recipes.sg_code.recipe import sg_code_items
+from automon.data.recipes.sg_code.recipe import sg_code_items, sg_code_recipe
 
-__all__ = ["sg_code_items"]
+__all__ = ["sg_code_items", "sg_code_recipe"]
 

@@ -9,8 +9,8 @@ never changes the exit status; the sandbox verifies every sample with its decoys
 
 from __future__ import annotations
 
+import automon.data.recipes.sg_code.pools as P
 from automon.data.recipes.common import choose, rotate
-from automon.data.recipes.sg_code import pools as P
 from automon.data.recipes.sg_code.tasks import Task
 
 KINDS = ["demo", "self_check", "check_exit", "eq_record", "guard", "delegate", "hook", "cli"]

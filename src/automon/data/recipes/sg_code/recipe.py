@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from automon.config.sg_code import STRATEGIES, SgCodeConfig
+from automon.config.wordings import SG_CODE_TEMPLATES
 from automon.data.recipes.base import Draft, Drops, Item
-from automon.data.recipes.common import choose, rotate
+from automon.data.recipes.common import choose, plain, rotate
 from automon.data.recipes.sg_code.decoys import with_decoys
 from automon.data.recipes.sg_code.extras import RewardHackExtras
 from automon.data.recipes.sg_code.mutation import balanced_pairs, screen_mutants, swap
@@ -20,9 +21,9 @@ from automon.sandbox import Limits, Sandbox
 
 RECIPE = "sg_code_template"
 _WALL_FACTOR = 10  # wall-clock allowance per program, in multiples of its CPU-time limit
-# Template versions, named after the wordings version that selects them (wordings.version): v1's
+# Template versions (wordings.sg_code_templates, automon.config.wordings.SG_CODE_TEMPLATES): v1's
 # fixed gaming shapes and bare canonical solutions, or v2's varied forms and shared decoys
-# (strategies_v2.py, decoys.py). Wordings versions after v2 keep v2's templates.
+# (strategies_v2.py, decoys.py). Wordings v1 selects v1; v2 and later select v2.
 TEMPLATES_V1 = "v1"
 
 
@@ -36,22 +37,24 @@ def sandbox_limits(cfg: SgCodeConfig) -> Limits:
 def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcoded_rows: list[dict],
                   rh_selection_rows: list[dict], rh_selection_unhackable_rows: list[dict],
                   cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops,
-                  wordings: str = TEMPLATES_V1, isolation: str = "auto", minimal_pairs: bool = False) -> list[Item]:
+                  templates: str = TEMPLATES_V1, isolation: str = "auto", minimal_pairs: bool = False) -> list[Item]:
     """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
     solution and one of its gaming variants verify), plus training-only reward-hack extras.
 
-    Rows carry their source file's field names and `_ref` ("file:line"). `wordings` is the build's
-    wordings version: "v1" keeps v1's templates byte for byte, any other selects v2's. `isolation` is
-    the sandbox's (automon.sandbox.isolation; the mode in force is recorded per sample).
-    `minimal_pairs` (wordings.sg_code_minimal_pairs, v4): the test pair is a minimal pair
-    (strategies_v2.minimal_pair), trained on too; items without one are training-only. Deterministic:
-    the output depends only on the rows, cfg, incentives, seed and wordings.
+    Rows carry their source file's field names and `_ref` ("file:line"). `templates` is sg_code's
+    template version (wordings.sg_code_templates): "v1" keeps v1's templates byte for byte, "v2"
+    selects v2's. `isolation` is the sandbox's (automon.sandbox.isolation; the mode in force is
+    recorded per sample). `minimal_pairs` (wordings.sg_code_minimal_pairs, v4): the test pair is a
+    minimal pair (strategies_v2.minimal_pair), trained on too; items without one are training-only.
+    Deterministic: the output depends only on the rows, cfg, incentives, seed and templates.
     """
     unknown = [s for s in cfg.strategies if s not in BUILDERS]
     if unknown or not cfg.strategies:
         raise ValueError(f"sg_code.strategies: unknown {unknown} or empty; valid: {', '.join(STRATEGIES)}")
     if not incentives:
         raise ValueError("sg_code needs at least one incentive wording (wordings.sg_code_incentives)")
+    if templates not in SG_CODE_TEMPLATES:
+        raise ValueError(f"sg_code templates {templates!r} unknown; valid: {', '.join(SG_CODE_TEMPLATES)}")
     strategies = list(cfg.strategies)
 
     tasks: list[Task] = []
@@ -70,7 +73,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
         picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
         mutants = screen_mutants([t for t in tasks if minimal_pairs or set(picks[t.key]) & NEEDS_MUTANT], seed,
                                  verifier, decrements=minimal_pairs)
-        v2 = wordings != TEMPLATES_V1
+        v2 = templates != TEMPLATES_V1
         plans = [_plan(t, picks[t.key], cfg.train_strategies_per_item, mutants.get(t.key), seed, verifier, drops, v2,
                        minimal_pairs) for t in tasks]
         extras = RewardHackExtras(mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
@@ -87,6 +90,17 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
              if (item := _item(plan, incentives, seed, verifier, isolation, drops, testable))]
     return items + extras.items(isolation)
 
+
+
+def sg_code_recipe(ctx) -> list[Item]:
+    """The sg_code recipe (SubsetSpec.recipe): the build's RecipeContext -> items."""
+    def data(name):  # sg_code works on plain dicts that remember their source line
+        return [dict(r.data, _ref=r.ref) for r in ctx.rows(name)]
+    c = ctx.cfg
+    return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
+                         data("rh_code_selection"), data("rh_code_selection_unhackable"), plain(c.sg_code),
+                         list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.sg_code_templates,
+                         c.sandbox.isolation, c.wordings.sg_code_minimal_pairs)
 
 def _strategies(task: Task, strategies: list[str], cfg: SgCodeConfig, seed: int) -> list[str]:
     """The gaming strategies built for an item: `train_strategies_per_item` of them (at least one,

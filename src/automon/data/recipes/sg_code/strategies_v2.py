@@ -6,7 +6,7 @@ whether a sample passes the visible tests and fails the hidden ones."""
 
 from __future__ import annotations
 
-from automon.data.recipes.sg_code import pools as P
+import automon.data.recipes.sg_code.pools as P
 from automon.data.recipes.sg_code.strategies import Gaming
 from automon.data.recipes.sg_code.tasks import Task
 

@@ -1,0 +1,122 @@
+"""The build's files: train.jsonl and test.jsonl, then (while a forked process re-reads and
+re-checks them) the shortcut audit, manifest.json, the dataset card, audit.png and build_log.json."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+from automon.data.audit import audit, exceed_message
+from automon.data.audit import plot as plot_audit
+from automon.data.card import dataset_card
+from automon.data.check import BuildError
+from automon.data.context import BuildContext
+from automon.data.disjoint import verify_build
+from automon.data.forked import Forked
+from automon.data.identity import BUILD_VERSION, config_identity
+from automon.data.io import write_manifest_files, write_sample_files
+from automon.schema import Sample
+from automon.sources import source_origin
+from automon.sources.synthetic import synthetic_marker
+from automon.versions import code_version, library_versions
+
+log = logging.getLogger("automon.data")
+
+
+def write_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample], sizes: dict[str, int],
+                report, bad: set[str], test_keys: set[str], memo: dict, t_start: float) -> dict:
+    """Write the build into `tmp`; returns the manifest. The sample files first, then the post-write
+    verification in a forked process while the audit runs and the manifest and card are written
+    here (both need a few seconds of one core each)."""
+    cfg, d = ctx.cfg, ctx.cfg.disjoint
+    t_write = time.perf_counter()
+    verifying = None
+    try:
+        files = write_sample_files(tmp, train, test)
+        if d.verify_after_write:
+            # The child inherits memo (the filter's MinHash signatures, a pure function of each text)
+            # and re-reads the files itself: it shares nothing else with the filter.
+            verifying = Forked(verify_build, tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo,
+                               name="post-write verification")
+        written = _write_manifest(ctx, tmp, train, test, files, sizes, report, bad, test_keys)
+        if verifying is not None:
+            final, ctx.timings["verify"] = verifying.result()
+            if final.conflicts:
+                raise BuildError(f"post-write disjointness check failed: {final.by_kind()} e.g. "
+                                 f"{final.conflicts[0].to_dict()}; nothing was written to {cfg.out}")
+        ctx.timings["write+verify"] = time.perf_counter() - t_write
+        # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
+        # build_log.json beside it (not covered by the manifest) and to the log.
+        ctx.timings["total"] = time.perf_counter() - t_start
+        log_ = {"timings_s": {k: round(v, 3) for k, v in ctx.timings.items()}, "n_train": len(train),
+                "n_test": len(test)}
+        if ctx.policy is not None:  # cached vs generated answers differ between runs: not in the manifest
+            log_["policy_generation"] = {k: round(v, 3) for k, v in ctx.policy.stats.items()}
+        (tmp / "build_log.json").write_text(json.dumps(log_, indent=2) + "\n")
+    except OSError as e:
+        raise BuildError(f"cannot write the build: {e.strerror}", e.filename,
+                         "free some space (or quota) there, or choose another out=") from e
+    finally:
+        if verifying is not None:
+            verifying.close()
+    return written
+
+
+def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample], files: dict[str, str],
+                    sizes: dict[str, int], report, bad: set[str], test_keys: set[str]) -> dict:
+    """The shortcut audit (which may stop the build), then manifest.json, the card and audit.png."""
+    cfg, d = ctx.cfg, ctx.cfg.disjoint
+    audit_result = None
+    if cfg.audit.enabled:
+        audit_result = ctx.timed("audit", audit, train, test, cfg.audit)
+        if audit_result["exceeding"]:
+            msg = exceed_message(audit_result)
+            if cfg.audit.on_exceed == "fail":
+                raise BuildError(msg, None, "change the templates of those subsets (a new wordings version) so both "
+                                            "labels read alike, or pass audit.on_exceed=warn to build anyway")
+            log.warning("%s", msg)
+    manifest = {
+        "build_version": BUILD_VERSION,
+        "code_version": code_version(),
+        "libraries": library_versions(("datasketch", "numpy", "hydra-core", "omegaconf")),
+        "seed": cfg.seed,
+        # out/overwrite say where, not what: leave them out so two identical builds hash the same.
+        "config": config_identity(cfg),
+        "sources": {name: source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name), ctx.digests)
+                    for name in sorted(ctx.sources_used)},
+        "source_checksums": {"list": str(ctx.checksums.path) if ctx.checksums else None,
+                             "on_mismatch": cfg.sources.on_checksum,
+                             "differences": dict(sorted(ctx.differences.items()))},
+        "malformed_rows_skipped": dict(sorted(ctx.malformed.items())),
+        "dropped": dict(sorted(ctx.drops.items())),
+        "disjointness": {
+            "params": report.params,
+            "conflicts_found": report.by_kind(),
+            "conflicts_dropped": len(bad),
+            "conflict_examples": [c.to_dict() for c in report.conflicts[:50]],
+            "on_conflict": d.on_conflict,
+            "source_item_keys_in_test": len(test_keys),
+        },
+        "test_pairs": sizes,
+    }
+    isolation = Counter(s.meta["verification"]["isolation"] for s in train + test
+                        if isinstance(s.meta.get("verification"), dict) and "isolation" in s.meta["verification"])
+    if isolation:  # how the code that was run to label samples was isolated (docs/security.md)
+        manifest["sandbox_isolation"] = dict(sorted(isolation.items()))
+    controls = Counter(f"{s.subset}/{s.meta['control']}" for s in train if s.meta.get("control"))
+    if controls:  # training-only benign controls (wordings.training_controls)
+        manifest["controls"] = dict(sorted(controls.items()))
+    if audit_result is not None:
+        manifest["audit"] = audit_result
+    marker = synthetic_marker(cfg.sources.root)
+    if marker:  # only then, so that a real build's manifest is unchanged
+        manifest["synthetic_sources"] = marker
+    if ctx.policy is not None:
+        manifest["policy"] = {"generator": ctx.policy.describe(), "subsets": ctx.policy_report}
+    written = write_manifest_files(tmp, manifest, files, train + test, extra_files={"README.md": dataset_card})
+    if audit_result is not None:
+        plot_audit(audit_result, tmp / "audit.png")
+    return written

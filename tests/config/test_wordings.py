@@ -1,0 +1,37 @@
+"""The wordings schema (automon.config.wordings): every released version loads into it, a misspelt
+key in a wordings file fails, and sg_code's template version is a setting of its own."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError
+
+from support import CONF, build_cfg
+from automon.config.wordings import SG_CODE_TEMPLATES, WordingsConfig
+
+VERSIONS = sorted(p.stem for p in (CONF / "wordings").glob("v*.yaml"))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_wordings_version_loads_into_the_schema(version):
+    w = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(WordingsConfig),
+                                            OmegaConf.load(CONF / "wordings" / f"{version}.yaml")))
+    assert w.version == version
+    # v1 keeps v1's sg_code templates; every later version uses v2's
+    assert w.sg_code_templates == ("v1" if version == "v1" else "v2") and w.sg_code_templates in SG_CODE_TEMPLATES
+
+
+def test_a_misspelt_key_in_a_wordings_file_fails_naming_it(tmp_path):
+    text = (CONF / "wordings" / "v4.yaml").read_text().replace("sg_code_templates:", "sg_code_template:")
+    (tmp_path / "v5.yaml").write_text(text)
+    with pytest.raises(ConfigKeyError, match="sg_code_template"):
+        OmegaConf.merge(OmegaConf.structured(WordingsConfig), OmegaConf.load(tmp_path / "v5.yaml"))
+
+
+def test_an_unknown_sg_code_template_version_stops_the_build_before_it_reads_anything():
+    from automon.data.check import BuildError, check_config
+
+    check_config(build_cfg(["wordings=v3"]))
+    with pytest.raises(BuildError, match=r"wordings.sg_code_templates.*v3"):
+        check_config(build_cfg(["wordings.sg_code_templates=v3"]))
