@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -31,26 +30,16 @@ def _metrics(run: Path) -> list[dict]:
     return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def _cpu_seconds() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, small_build) -> tuple[Path, float, subprocess.CompletedProcess]:
+def uninterrupted(tmp_path_factory, small_build) -> Path:
     out = tmp_path_factory.mktemp("runs") / "A"
-    c0 = _cpu_seconds()
     r = run_sft(*_overrides(small_build, out))
-    cpu = _cpu_seconds() - c0
     assert r.returncode == 0, r.stderr[-3000:]
-    return out, cpu, r
+    return out
 
 
 def test_tiny_cpu_run_trains_and_writes_the_run_dir(uninterrupted, small_build):
-    run, cpu, _ = uninterrupted
-    # CPU seconds, not wall time, so other jobs on the machine don't make this flaky: an idle
-    # 2-core machine runs the whole command in ~16 s wall / ~21 CPU-s.
-    assert cpu < 90, f"CPU run used {cpu:.1f} CPU-seconds"
+    run = uninterrupted
     losses = [m["loss"] for m in _metrics(run)]
     assert len(losses) == STEPS and losses[-1] < losses[0] - 0.5, losses   # the loss falls
     m = _metrics(run)[-1]
@@ -95,7 +84,7 @@ def test_adapter_loads_for_evaluation(uninterrupted, tiny_model_path):
     from automon.prompts import monitor_messages, prompt_text
     from automon.schema import read_samples
 
-    run, _, _ = uninterrupted
+    run = uninterrupted
     weights = load_file(str(run / "adapter" / "adapter_model.safetensors"))
     assert any("lora_B" in k and v.abs().sum() > 0 for k, v in weights.items())   # trained, not the zero init
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
@@ -116,7 +105,7 @@ def test_adapter_loads_for_evaluation(uninterrupted, tiny_model_path):
 
 
 def test_rerunning_a_finished_run_is_a_no_op(uninterrupted, small_build):
-    run, _, _ = uninterrupted
+    run = uninterrupted
     before = (run / "adapter" / "adapter_model.safetensors").stat().st_mtime_ns
     r = run_sft(*_overrides(small_build, run), timeout=120)
     assert r.returncode == 0 and "already complete" in r.stderr
@@ -127,7 +116,7 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_matches_the_uninterrupte
         uninterrupted, small_build, tmp_path):
     """Kill after step 6, resume, compare: on CPU the result is bit-identical (same data order from
     (seed, epoch), RNG states restored from the checkpoint, deterministic kernels), so the test is exact."""
-    ref, _, _ = uninterrupted
+    ref = uninterrupted
     run = tmp_path / "B"
     p = subprocess.Popen(sft_cmd(*_overrides(small_build, run)), cwd=REPO, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
@@ -199,7 +188,7 @@ def _copy_run(src: Path, dst: Path) -> Path:
 
 
 def test_changed_manifest_under_an_existing_run_dir(uninterrupted, small_build, tmp_path):
-    ref, _, _ = uninterrupted
+    ref = uninterrupted
     build = tmp_path / "build2"
     shutil.copytree(small_build, build)
     m = json.loads((build / "manifest.json").read_text())
@@ -210,7 +199,7 @@ def test_changed_manifest_under_an_existing_run_dir(uninterrupted, small_build, 
 
 
 def test_output_dir_with_a_different_config(uninterrupted, small_build, tmp_path):
-    ref, _, _ = uninterrupted
+    ref = uninterrupted
     run = _copy_run(ref, tmp_path / "D")
     _error(run_sft(*_overrides(small_build, run, "train.lr=1e-3"), timeout=120),
            "holds a run with a different config", "train.lr: 0.005 -> 0.001", "output_dir=")
@@ -251,22 +240,15 @@ def test_real_local_build_trains_tiny_model(tmp_path):
     cmd = [sys.executable, str(REPO / "data_build" / "build.py"), f"sources.root={RAW}", f"out={build}",
            f"subsets=[{REAL_SUBSET}]"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    # The builder is developed alongside; until its config composes there is nothing to test here.
-    probe = subprocess.run([*cmd, "--cfg", "job"], cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
-    if probe.returncode != 0:
-        pytest.skip("data_build/build.py is not runnable yet: " + (probe.stderr.strip() or "?").splitlines()[0])
     b = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200, env=env)
     assert b.returncode == 0, b.stderr[-3000:]
     run = tmp_path / "run"
-    c0 = _cpu_seconds()
     # The issue's command with default hyperparameters (lr 1e-4: the tiny model's loss falls slowly, but
     # falls); max_seq_length 2048 so the long real samples (up to ~28k tokens) are shortened, not trained on
     # at full length on a CPU.
     r = run_sft(f"subset={REAL_SUBSET}", "model=tiny", f"data.dir={build}", "train.max_steps=30",
                 f"output_dir={run}", "wandb.mode=disabled", "train.logging_steps=5", "train.max_seq_length=2048")
-    cpu = _cpu_seconds() - c0
     assert r.returncode == 0, r.stderr[-3000:]
-    assert cpu < 120, f"{cpu:.1f} CPU-seconds"
     losses = [m["loss"] for m in _metrics(run)]
     assert len(losses) == 7 and losses[-1] < losses[0], losses
     summary = json.loads((run / "train_metrics.json").read_text())
