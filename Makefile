@@ -13,7 +13,7 @@ setup:
 
 build: setup
 	@if [ -d "$(RAW)" ]; then \
-	  $(PY) data_build/build.py sources.root=$(RAW) out=data/builds/v1 overwrite=true; \
+	  $(PY) data_build/build.py sources.root=$(RAW) out=data/builds/default overwrite=true; \
 	else \
 	  echo "no $(RAW): building from automon's synthetic sources"; \
 	  $(PY) -c "from automon.sources.synthetic import write_synthetic_root as w; w('data/synthetic_raw')"; \

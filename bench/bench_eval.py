@@ -2,7 +2,7 @@
 
 Usage:
     python bench/bench_eval.py                        # 3,010 synthetic test samples, 3 repeats
-    python bench/bench_eval.py --data data/builds/v1  # a real build's test split instead
+    python bench/bench_eval.py --data data/builds/default  # a real build's test split instead
     python bench/bench_eval.py --repeats 5 --adapter none
 
 Every repeat runs the whole evaluation (render, score, metrics, report) with a fresh prediction cache.

@@ -3,7 +3,7 @@
 Usage:
     python bench/bench_eval_gpu.py                          # 3,010 synthetic samples, batch 16
     python bench/bench_eval_gpu.py --scale 0.25 --batch-size 32 --adapter
-    python bench/bench_eval_gpu.py --data data/builds/v1    # a real build's test split
+    python bench/bench_eval_gpu.py --data data/builds/default    # a real build's test split
 
 Needs a CUDA GPU: without one it prints SKIP and exits 0 (nothing is measured, nothing is written).
 The model is built from Qwen3-4B's architecture (hidden 2560, 36 layers, 32 heads / 8 KV heads,

@@ -91,7 +91,7 @@ def main() -> None:
         else:
             print(f"[bench] backend={b}: not importable in {sys.executable}; skipped")
     for k in a.probes:
-        cases.append((f"probe {k}", [*common, "backend=probe", f"backend.kind={k}",
+        cases.append((f"probe {k}", [*common, "backend=probe", f"backend.features={k}",
                                      "backend.train_subsets=[safety_code,sg_code,all]", "backend.cap=100"]))
     results = []
     for name, ov in cases:

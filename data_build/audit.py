@@ -1,8 +1,8 @@
 """The shortcut audit of an existing build: can each subset be solved from the response's words alone?
 
 Usage:
-    python data_build/audit.py build=data/builds/v1                 # writes data/builds/v1/audit/
-    python data_build/audit.py build=data/builds/v1 audit.on_exceed=fail out=/tmp/audit
+    python data_build/audit.py build=data/builds/default            # writes data/builds/default/audit/
+    python data_build/audit.py build=data/builds/default audit.on_exceed=fail out=/tmp/audit
 
 Prints the table, writes audit.json, audit.md and audit.png to `out`, and exits 2 when a subset is over
 the ceiling and audit.on_exceed=fail. Every build runs the same audit into its manifest.

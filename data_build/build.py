@@ -1,7 +1,7 @@
 """Build the paired test set and the disjoint training corpus.
 
 Usage:
-    python data_build/build.py sources.root=../shared/data/raw out=data/builds/v1
+    python data_build/build.py sources.root=../shared/data/raw out=data/builds/default
     python data_build/build.py out=data/builds/hub                     # every source from the hub
     python data_build/build.py sources.root=../shared/data/raw test.sg_code=100 disjoint.on_conflict=fail
 """

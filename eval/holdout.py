@@ -5,7 +5,7 @@ Usage:
     python eval/holdout.py adapter=null model=qwen3_4b_instruct_2507 prompt=evidence_v1 shots=3
     python eval/holdout.py sweep_dir=runs/sweep1                   # every adapter in it + the base model -> matrix
     python eval/holdout.py backend=openai model=api backend.model_name=gpt-4o-mini   # any OpenAI-compatible server
-    python eval/holdout.py adapter=runs/x/adapter model=tiny backend=hf data.dir=data/builds/v1 output_dir=evals/x  # CPU
+    python eval/holdout.py adapter=runs/x/adapter model=tiny backend=hf data.dir=data/builds/default output_dir=evals/x  # CPU
 
 Outputs and settings: docs/evaluation.md.
 """

@@ -18,7 +18,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 export TOKENIZERS_PARALLELISM=false
 export PYTHONUNBUFFERED=1
 # Defaults shared by the templates (the paper's sweep); override any of them in the environment.
-BUILD=${BUILD:-data/builds/v1}
+BUILD=${BUILD:-data/builds/default}
 RUNS=${RUNS:-runs/sweep}
 MODEL=${MODEL:-qwen3_4b_instruct_2507}
 PROMPT=${PROMPT:-direct_v1}

@@ -4,7 +4,7 @@ Usage:
     python train/sft.py subset=safety_code                          # Qwen3-4B-Instruct-2507, one GPU
     python train/sft.py subset=all model=qwen3_8b prompt=evidence_v1
     python train/sft.py subset=[safety_qa,sg_code] train.lr=2e-4      # a list of subsets
-    python train/sft.py subset=sg_code model=tiny data.dir=data/builds/v1 train.max_steps=30 output_dir=runs/x  # CPU
+    python train/sft.py subset=sg_code model=tiny data.dir=data/builds/default train.max_steps=30 output_dir=runs/x  # CPU
     python train/sft.py subset=safety_code --cfg job                # print the resolved config
 
 Rerunning the same command resumes from the last checkpoint; SIGTERM/SIGUSR1 save one and stop.

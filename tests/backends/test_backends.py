@@ -37,8 +37,8 @@ CASES = {
                ["backend.concurrency=2", "backend.timeout_s=5", "backend.max_retries=1",
                 "backend.api_key_env=OTHER_KEY", "backend.chunk_size=7"]),
     # the fitted probe (subset, cap, seed, build) is the monitor's adapter hash, covered below
-    "probe": (["model=tiny", "backend.kind=hidden"],
-              ["backend.kind=lexical", "backend.layer=1", "backend.pooling=last", "backend.max_length=128",
+    "probe": (["model=tiny", "backend.features=hidden"],
+              ["backend.features=lexical", "backend.layer=1", "backend.pooling=last", "backend.max_length=128",
                "model=smollm2_135m_instruct"],
               ["backend.batch_size=3", "backend.chunk_size=7"]),
 }
@@ -144,3 +144,15 @@ def test_a_new_backend_is_evaluated_without_touching_evaluation(echo_backend, tm
     assert doc["cache"]["key"]["modulus"] == 7 and doc["cache"]["key"]["backend"] == "echo"
     assert evaluate(compose(ov)).n_cached == 12  # its identity keys the cache
     assert evaluate(compose([*ov, "backend.modulus=5"])).n_computed == 12
+
+
+def test_whether_ood_detectors_can_run_is_the_backends_answer_not_its_name(echo_backend, tmp_path, monkeypatch):
+    """config/eval.py asks BackendConfig.local_weights: a new backend needs no line there."""
+    from automon.config.common import ConfigError
+
+    build = make_build(tmp_path / "build", pairs_per_subset=1)
+    ov = ["backend=echo", "model=tiny", f"data.dir={build}", "detectors=[knn]", "fusion=lambda"]
+    assert compose(ov).backend.name == "echo"  # no local tokenizer, but model= loads here
+    monkeypatch.setattr(EchoConfig, "local_weights", False)
+    with pytest.raises(ConfigError, match="OOD detectors read a local model"):
+        compose(ov)

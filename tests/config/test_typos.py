@@ -58,8 +58,8 @@ KEY_TYPOS = [
     ("build", [], "test.safty_qa"),           # the per-subset test sizes
     ("build", [], "sg_code.timout_s"),        # a config group's node
     ("build", [], "wordings.versoin"),
-    ("audit", ["build=data/builds/v1"], "audit.memberz"),
-    ("audit", ["build=data/builds/v1"], "buidl"),
+    ("audit", ["build=data/builds/default"], "audit.memberz"),
+    ("audit", ["build=data/builds/default"], "buidl"),
     ("sft", [], "train.lrr"),
     ("sft", [], "train.lora.rank"),
     ("sft", [], "model.pretraind"),

@@ -17,7 +17,7 @@ from automon.evaluation import AdapterMismatch, EvalError, evaluate
 from automon.evaluation.cache import PredictionCache
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.monitors import adapter_hash
-from automon.evaluation.run import default_output_dir
+from automon.evaluation.identity import default_output_dir
 from automon.backends import make_judge
 from automon.backends.base import JudgeResult
 from automon.metrics import compute_metrics, to_jsonable

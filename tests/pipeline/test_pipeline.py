@@ -121,9 +121,9 @@ def test_further_evaluations_replace_the_main_ones_keys_and_compose(tmp_path):
     from automon.pipeline.stages import merge_overrides
 
     assert merge_overrides(["backend=hf", "a.b=1", "+c=2"], ["backend=probe", "c=3"]) == ["a.b=1", "backend=probe", "c=3"]
-    p = _smoke_pipeline(tmp_path, "+eval.also.lex=['backend=probe','backend.kind=lexical','sweep_dir=null']")
+    p = _smoke_pipeline(tmp_path, "+eval.also.lex=['backend=probe','backend.features=lexical','sweep_dir=null']")
     r = p.eval_runs["eval lex"]
-    assert r.cfg.backend.name == "probe" and r.cfg.backend.kind == "lexical" and r.cfg.sweep_dir is None
+    assert r.cfg.backend.name == "probe" and r.cfg.backend.features == "lexical" and r.cfg.sweep_dir is None
     assert r.cfg.output_dir == "evals/smoke/lex" and r.cfg.model.name == "tiny"
     assert p.eval_run.cfg.backend.name == "hf" and list(p.eval_runs) == ["eval", "eval lex"]
 

@@ -16,7 +16,7 @@ from automon.schema import SUBSETS
 from automon.training import rundir as rd
 from automon.training.cli import group_options, preflight
 from automon.training.errors import TrainConfigError
-from automon.training.run import run_dir_for, validate
+from automon.training.identity import run_dir_for, validate
 
 CONF = REPO / "conf"
 register()
@@ -119,7 +119,7 @@ def test_trl_sft_config_builds_on_cpu(tmp_path, overrides):
 @pytest.mark.parametrize("overrides", [
     ("subset=safety_code",),
     ("subset=all", "model=qwen3_8b", "prompt=evidence_v1"),
-    ("subset=sg_code", "model=tiny", "data.dir=data/builds/v1", "train.max_steps=30", "output_dir=runs/x"),
+    ("subset=sg_code", "model=tiny", "data.dir=data/builds/default", "train.max_steps=30", "output_dir=runs/x"),
 ])
 def test_cli_forms_compose(overrides):
     r = run_sft(*overrides, "--cfg", "job", timeout=60)

@@ -85,6 +85,9 @@ class BackendConfig:
 
     # Loads the model's weights and tokenizer here: prompts are rendered to text and measured locally.
     local_model: ClassVar[bool] = True
+    # model= can be loaded on this machine (OOD detectors read its hidden states and logprobs, whatever
+    # scores the prompts): every backend but one whose model sits behind an API.
+    local_weights: ClassVar[bool] = True
     # An answer the prompt's parser cannot read counts as a failed request (not cached, retried, over
     # max_failed_share the evaluation is INCOMPLETE): a server answering the wrong thing, not the monitor.
     unparseable_fails: ClassVar[bool] = False

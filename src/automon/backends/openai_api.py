@@ -69,6 +69,7 @@ class OpenAIConfig(BackendConfig):
     seed: Optional[int] = 0
 
     local_model: ClassVar[bool] = False
+    local_weights: ClassVar[bool] = False
     # A server that answers text the prompt cannot read (another model than asked for, an error page
     # with HTTP 200, a refusal) is failing, not monitoring: such answers are not cached (docs/errors.md).
     unparseable_fails: ClassVar[bool] = True

@@ -1,9 +1,9 @@
 """backend=probe: cheap real monitors (a logistic-regression probe on lexical, sentence-encoder or LM
 hidden-state features) scored by the same evaluation as LLM judges.
 
-`python eval/holdout.py backend=probe backend.kind=minilm backend.train_subsets=[safety_code,all]
-data.dir=<build>` fits one probe per training subset (cached by its identity: kind, features, subset,
-subsample, seed, the build's manifest hash) and scores each on every test subset: one matrix row per
+`python eval/holdout.py backend=probe backend.features=minilm backend.train_subsets=[safety_code,all]
+data.dir=<build>` fits one probe per training subset (cached by its identity: features and their
+encoder, subset, subsample, seed, the build's manifest hash) and scores each on every test subset: one matrix row per
 probe, with the same predictions.jsonl, metrics, CIs, curves and plots as a judge. A probe reads the
 sample itself (automon.probes.features.probe_text), not the monitor prompt, and gives P(misbehavior),
 which the evaluation treats as P(yes) under the direct prompt's threshold.
@@ -24,7 +24,7 @@ from automon.subsets import names as subset_names
 @dataclass
 class ProbeConfig(BackendConfig):
     name: str = "probe"
-    kind: str = "lexical"              # lexical | minilm | hidden (automon.probes.fit.PROBE_KINDS)
+    features: str = "lexical"          # what the probe reads: lexical | minilm | hidden (automon.probes.fit.PROBE_FEATURES)
     train_subsets: List[str] = field(default_factory=lambda: [*subset_names(), ALL])
     cap: int = 2000                    # training samples per subset and label (seeded subsample)
     seed: int = 0
@@ -42,10 +42,10 @@ class ProbeConfig(BackendConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         from automon.probes.features import POOLINGS
-        from automon.probes.fit import PROBE_KINDS
+        from automon.probes.fit import PROBE_FEATURES
 
-        if self.kind not in PROBE_KINDS:
-            raise ConfigError(f"backend.kind={self.kind!r}; choose one of {', '.join(PROBE_KINDS)}")
+        if self.features not in PROBE_FEATURES:
+            raise ConfigError(f"backend.features={self.features!r}; choose one of {', '.join(PROBE_FEATURES)}")
         if self.pooling not in POOLINGS:
             raise ConfigError(f"backend.pooling={self.pooling!r}; choose one of {', '.join(POOLINGS)}")
         valid = [*subset_names(), ALL]
@@ -56,20 +56,20 @@ class ProbeConfig(BackendConfig):
             raise ConfigError("backend.cap and backend.batch_size must be >= 1 and backend.max_length >= 8")
 
     def check_model(self, model: Any) -> None:
-        # `model` names the hidden-state LM (kind=hidden) and the report's model; never the API placeholder
+        # `model` names the hidden-state LM (features=hidden) and the report's model; never the API placeholder
         if model.name == API_MODEL:
             raise ConfigError(f"model={API_MODEL} is the placeholder for backend=openai; backend=probe needs a "
-                              "local model (e.g. model=tiny, or the LM whose hidden states backend.kind=hidden reads)")
+                              "local model (e.g. model=tiny, or the LM whose hidden states backend.features=hidden reads)")
 
     def model_label(self, model: Any) -> str:
-        return f"probe-{self.kind}-{model.name}" if self.kind == "hidden" else f"probe-{self.kind}"
+        return f"probe-{self.features}-{model.name}" if self.features == "hidden" else f"probe-{self.features}"
 
     def encoder(self, model: Any):
         from automon.probes.features import hidden_state_encoder, minilm_encoder
 
-        if self.kind == "minilm":
+        if self.features == "minilm":
             return minilm_encoder(self.max_length, self.batch_size)
-        if self.kind == "hidden":
+        if self.features == "hidden":
             return hidden_state_encoder(model, self.layer, self.pooling, self.max_length, self.batch_size)
         return None
 
@@ -81,8 +81,9 @@ class ProbeConfig(BackendConfig):
 
     def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
         # The fitted probe's identity is the monitor's adapter hash; what is left is how it reads.
+        # ("probe" names the features, "features" the encoder's identity: the keys of existing caches.)
         enc = self.encoder(model)
-        return {"probe": self.kind, "features": enc.identity if enc else "tfidf-1-2gram",
+        return {"probe": self.features, "features": enc.identity if enc else "tfidf-1-2gram",
                 **self.generation_identity(kind)}
 
     def plan(self, model: Any) -> list[tuple[str, dict, str, Path]]:
@@ -94,7 +95,7 @@ class ProbeConfig(BackendConfig):
         enc = self.encoder(model)
         out = []
         for subset in self.train_subsets:
-            ident = probe_identity(self.kind, enc, subset, self.cap, self.seed, manifest_hash)
+            ident = probe_identity(self.features, enc, subset, self.cap, self.seed, manifest_hash)
             h = identity_hash(ident)
             out.append((subset, ident, h, self.roots()[0] / h[:16]))
         return out
@@ -103,7 +104,8 @@ class ProbeConfig(BackendConfig):
         """One monitor per training subset, identified by its probe's identity (fitted by the judge)."""
         from automon.evaluation.monitors import Monitor
 
-        return [Monitor(name=f"{self.kind}-{subset}", label=subset, adapter_dir=d, adapter_hash=h, kind="probe")
+        return [Monitor(name=f"{self.features}-{subset}", label=subset, adapter_dir=d, adapter_hash=h,
+                        adapter_type="probe")
                 for subset, _, h, d in self.plan(cfg.model)]
 
     def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "ProbeJudge":
@@ -133,17 +135,17 @@ class ProbeJudge:
         for subset, ident, _, d in cfg.plan(model):
             if str(d) not in wanted:
                 continue
-            probe = load_probe(d, cfg.kind, self.enc)
+            probe = load_probe(d, cfg.features, self.enc)
             if probe is None:  # fitted once per identity, then loaded
                 train = train if train is not None else build.samples("train")
                 rows = training_samples(train, subset, cfg.cap, cfg.seed)
                 t0 = time.perf_counter()
-                probe = fit_probe(cfg.kind, self.enc, rows, cfg.seed, self.features_root)
+                probe = fit_probe(cfg.features, self.enc, rows, cfg.seed, self.features_root)
                 self.timing.extra[f"fit_{subset}_s"] = time.perf_counter() - t0
                 logging.getLogger(__name__).info("fitted the %s probe on %s: %d training samples in %.1f s",
-                                                 cfg.kind, subset, len(rows), time.perf_counter() - t0)
+                                                 cfg.features, subset, len(rows), time.perf_counter() - t0)
                 save_probe(probe, d, ident, len(rows))
-            self.probes[f"{cfg.kind}-{subset}"] = probe
+            self.probes[f"{cfg.features}-{subset}"] = probe
         # the train split too: far_reference / fusion score in-distribution calibration samples
         self.samples = {s.id: s for split in ("test", "train") for s in build.samples(split)}
 

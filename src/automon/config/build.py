@@ -127,7 +127,7 @@ class AuditConfig:
 
 @dataclass
 class BuildConfig:
-    out: str = "data/builds/v1"  # the build directory (written whole, or not at all)
+    out: str = "data/builds/default"  # the build directory (written whole, or not at all)
     overwrite: bool = False      # replace an existing build at out
     seed: int = 0                # every random choice of the build
     generator: str = "template"  # template (model-free) | policy (a model answers: the `policy` node)

@@ -1,4 +1,4 @@
-"""Config pieces shared by training and evaluation: model, prompt, wandb."""
+"""Config pieces shared by training and evaluation: model, prompt, wandb, the data build they read."""
 
 from __future__ import annotations
 
@@ -24,6 +24,17 @@ class ModelConfig:
     dtype: str = "bfloat16"  # bfloat16 | float32 | float16 | auto
     # Largest context the model supports; training/eval clamp max_seq_length to it.
     max_position_embeddings: int = 32768
+
+
+# Where data_build/build.py writes when out= is not given (conf/build.yaml), and so where training and
+# evaluation look for a build by default. A name, not a version: a build's identity is its manifest.
+DEFAULT_BUILD_DIR = "data/builds/default"
+
+
+@dataclass
+class DataConfig:
+    """The data build a stage reads (training: its train split)."""
+    dir: str = DEFAULT_BUILD_DIR  # a build written by data_build/build.py
 
 
 # model=api (conf/model/api.yaml): no local weights, the model sits behind an OpenAI-compatible API.

@@ -10,7 +10,8 @@ from hydra.core.config_store import ConfigStore
 
 from automon.config.help import register_help
 
-from automon.config.common import ConfigError, ModelConfig, PromptConfig, WandbConfig, register_common  # noqa: F401
+from automon.config.common import (ConfigError, DataConfig, ModelConfig, PromptConfig, WandbConfig,  # noqa: F401
+                                   register_common)
 from automon.backends import BACKENDS, BackendConfig
 from automon.prompts import PROMPT_NAMES, get_template
 from automon.schema import SUBSETS
@@ -24,8 +25,9 @@ UNPARSEABLE_POLICIES = ("wrong", "positive", "negative", "exclude")
 
 
 @dataclass
-class DataConfig:
-    dir: str = "data/builds/v1"  # the data build (its test split; shots come from its train split)
+class EvalDataConfig(DataConfig):
+    """The data build an evaluation reads (its test split; shots come from its train split) and which
+    of its test samples it scores."""
     subsets: List[str] = field(default_factory=lambda: list(SUBSETS))  # test subsets scored
     # Smoke runs: keep the first N pairs (by pair_id order) of each subset. Null: all.
     max_pairs_per_subset: Optional[int] = None
@@ -65,7 +67,7 @@ class HoldoutConfig:
     # One of the schemas in automon.backends.BACKENDS, chosen by backend=<name> (the base type here
     # lets Hydra merge any of them; a bare BackendConfig means none was chosen).
     backend: BackendConfig = field(default_factory=BackendConfig)
-    data: DataConfig = field(default_factory=DataConfig)
+    data: EvalDataConfig = field(default_factory=EvalDataConfig)
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     # A trained adapter directory (<run>/adapter); null scores the base model.
     adapter: Optional[str] = None
@@ -95,7 +97,7 @@ class HoldoutConfig:
     # eval/holdout.py exits 2.
     max_failed_share: float = 0.05
     # OOD detectors fused with every monitor (MOOD): detectors=[mahalanobis,perplexity] fusion=lambda adds
-    # a "<monitor>+<fusion>" monitor per scored monitor. Detectors: mahalanobis | knn | perplexity;
+    # a "<monitor>+<fusion>" monitor per scored monitor. Detectors: the names in automon.ood.registry.DETECTORS;
     # fusion: lambda | mean | min. Implies far_reference.
     detectors: List[str] = field(default_factory=list)
     fusion: Optional[str] = None  # lambda | mean | min (null: no detectors, no fused monitors)
@@ -159,7 +161,7 @@ class HoldoutConfig:
             raise ConfigError("detectors and fusion go together: e.g. detectors=[mahalanobis,perplexity] fusion=lambda")
         if self.fusion is None:
             return
-        if not self.backend.local_model and self.backend.name != "probe" or self.model.name == "api":
+        if not self.backend.local_weights or self.model.name == "api":
             raise ConfigError(f"OOD detectors read a local model's hidden states and logprobs; backend={self.backend.name} "
                               f"with model={self.model.name} has none: use backend=hf (or vllm/probe) with a local model")
         if get_template(self.prompt.name).kind != "direct":

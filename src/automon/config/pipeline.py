@@ -71,7 +71,7 @@ class EvalSection:
     extra_args: List[str] = field(default_factory=list)
     # Further evaluations of the same build, each into <out>/<name>: the main evaluation's overrides
     # with these merged in (a key given here replaces the main one's, e.g. [backend=probe,
-    # backend.kind=minilm, sweep_dir=null]). With any, every monitor of every evaluation also goes
+    # backend.features=minilm, sweep_dir=null]). With any, every monitor of every evaluation also goes
     # into one combined matrix and report in <out>/combined (automon.report.combined).
     also: Dict[str, List[str]] = field(default_factory=dict)
     # Copy the combined results and each evaluation's report, metrics, config and predictions

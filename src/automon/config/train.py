@@ -14,7 +14,7 @@ from hydra.core.config_store import ConfigStore
 
 from automon.config.help import register_help
 
-from automon.config.common import ModelConfig, PromptConfig, WandbConfig, register_common
+from automon.config.common import DataConfig, ModelConfig, PromptConfig, WandbConfig, register_common
 from automon.subsets import ALL
 from automon.subsets import names as subset_names
 
@@ -28,11 +28,6 @@ class SubsetSelection:
     (Hydra multi-select) merges two of them, `subset=all` sets every subset and
     `subset=all subset.include.sg_code=false` trains on everything but sg_code."""
     include: Dict[str, bool] = field(default_factory=dict)  # set by subset=...; include.<name>=false drops one
-
-
-@dataclass
-class DataConfig:
-    dir: str = "data/builds/v1"  # a build written by data_build/build.py
 
 
 @dataclass

@@ -27,7 +27,9 @@ class Monitor:
     rank: int | None = None
     meta: AdapterMeta | None = None
     mismatches: list[str] = field(default_factory=list)
-    kind: str = "lora"             # lora: adapter_dir is a PEFT adapter | probe: a fitted probe (backend=probe)
+    # What adapter_dir holds: lora, a PEFT adapter (or none: the base model) | probe, a fitted probe
+    # (backend=probe). metrics.json records it as monitor.kind, the key results have always carried.
+    adapter_type: str = "lora"
 
     @property
     def lora(self) -> LoraAdapter | None:
@@ -36,7 +38,7 @@ class Monitor:
         return LoraAdapter(name=self.name, path=str(self.adapter_dir), rank=int(self.rank or 0))
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "label": self.label, "kind": self.kind,
+        return {"name": self.name, "label": self.label, "kind": self.adapter_type,
                 "adapter": str(self.adapter_dir) if self.adapter_dir else None,
                 "adapter_hash": self.adapter_hash, "lora_rank": self.rank,
                 "trained_on": self.meta.subset if self.meta else None,
@@ -156,7 +158,7 @@ def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir:
     (not written by train/sft.py) cannot be checked: a warning says so."""
     other, notes = [], []
     for m in monitors:
-        if m.meta is None or m.kind != "lora":
+        if m.meta is None or m.adapter_type != "lora":
             continue
         recorded = str(m.meta.data_manifest_hash or "")
         if not recorded:

@@ -22,7 +22,7 @@ from typing import Iterator
 from automon.data.io import _lock, lock_leftover
 from automon.errors import disk_full
 from automon.evaluation.errors import EvalError
-from automon.evaluation.status import IDENTITY_FILE
+from automon.evaluation.identity import IDENTITY_FILE
 
 
 def _clean_leftovers(out_dir: Path) -> None:

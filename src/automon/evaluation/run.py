@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -23,7 +22,6 @@ from omegaconf import OmegaConf
 
 from automon.data.io import ensure_writable_dir, load_build
 from automon.config.eval import HoldoutConfig
-from automon.evaluation import status as eval_status
 from automon.evaluation.cache import PredictionCache
 from automon.errors import disk_full
 from automon.evaluation.caveats import caveats
@@ -31,7 +29,8 @@ from automon.evaluation.completeness import (earlier_failures, incomplete_fix, m
                                              request_summary, worst)
 from automon.evaluation.errors import EvalError, IncompleteEvaluation
 from automon.evaluation.fewshot import select_shots
-from automon.evaluation.monitors import BASE, Monitor, resolve_monitors, sweep_runs, training_build_notes
+from automon.evaluation.identity import as_config, identity, model_label, output_dir, record
+from automon.evaluation.monitors import Monitor, resolve_monitors, sweep_runs, training_build_notes
 from automon.evaluation.requests import Rendered, render_all
 from automon.backends import JudgeRequest, JudgeResult, make_judge
 from automon.metrics import METRICS_VERSION, compute_metrics
@@ -59,13 +58,6 @@ class EvalResult:
     n_cached: int = 0
 
 
-def as_config(cfg: Any) -> HoldoutConfig:
-    """A composed Hydra config -> the typed HoldoutConfig (runs its cross-field checks)."""
-    if isinstance(cfg, HoldoutConfig):
-        return cfg
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
-
-
 def run(cfg: Any) -> EvalResult:
     """Entry point of eval/holdout.py."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -78,27 +70,7 @@ def run(cfg: Any) -> EvalResult:
     return res
 
 
-# ---------------------------------------------------------------- naming and keys
-
-def _safe(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._=+-]+", "-", s).strip("-")
-
-
-def model_identity(c: HoldoutConfig) -> str:
-    return _safe(c.backend.model_label(c.model))
-
-
-def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
-    """evals/<model>__<adapter run name | base | sweep-NAME>__<prompt>__shots<k>: named by identity."""
-    if c.sweep_dir:
-        who = "sweep-" + _safe(Path(c.sweep_dir).resolve().name)
-    elif c.adapter:
-        who = monitors[0].name
-    else:
-        who = BASE
-    seed = f"-seed{c.shots_seed}" if c.shots and c.shots_seed else ""
-    return Path("evals") / f"{model_identity(c)}__{who}__{c.prompt.name}__shots{c.shots}{seed}"
-
+# ---------------------------------------------------------------- keys
 
 def cache_key(c: HoldoutConfig, m: Monitor, kind: str) -> dict[str, Any]:
     """Everything besides the prompt itself that changes a prediction: what the backend says
@@ -169,7 +141,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     notes = training_build_notes(monitors, build.manifest_hash, c.data.dir, c.allow_other_build)
     test = select_test(build.samples("test"), c.data.subsets, c.data.max_pairs_per_subset)
     tm["data_s"] += time.perf_counter() - t0
-    out_dir = Path(c.output_dir) if c.output_dir else default_output_dir(c, monitors)
+    out_dir = output_dir(c, monitors)
     refuse_build_dir(out_dir, Path(build.path))
     ensure_writable_dir(out_dir, "output_dir")  # before the model loads; created when results come
     not_scored = sweep_runs(Path(c.sweep_dir))[1] if c.sweep_dir and c.backend.monitors(c) is None else []
@@ -354,7 +326,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
             _finish_timing(tm, t_start)
             (stage / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
             if summary["complete"]:  # only complete outputs are current (pipeline.py skips them)
-                eval_status.record(stage, eval_status.identity(c, monitors, build.manifest_hash), written)
+                record(stage, identity(c, monitors, build.manifest_hash), written)
     if not summary["complete"]:
         where = (f"{out_dir}: the earlier results there, with fewer failures, were kept" if kept
                  else f"{out_dir}/report.md, marked incomplete")
@@ -390,9 +362,9 @@ def refuse_build_dir(out_dir: Path, build_dir: Path) -> None:
 
 def _doc_header(c: HoldoutConfig, kind: str, build: Any, test: Sequence[Sample], shots: Sequence[Sample],
                 n_short: int, m: Monitor, cache: PredictionCache, notes: Sequence[str] = ()) -> dict[str, Any]:
-    who = "base model" if m.adapter_dir is None else f"{'probe' if m.kind == 'probe' else 'adapter'} {m.name}"
+    who = "base model" if m.adapter_dir is None else f"{'probe' if m.adapter_type == 'probe' else 'adapter'} {m.name}"
     doc: dict[str, Any] = {
-        "title": f"Held-out evaluation: {model_identity(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",
+        "title": f"Held-out evaluation: {model_label(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",
         "metrics_version": METRICS_VERSION,
         "prompt": c.prompt.name, "prompt_kind": kind, "prompt_fit": FIT_VERSION,
         "backend": c.backend.name,

@@ -20,7 +20,7 @@ import numpy as np
 
 from automon.evaluation.monitors import Monitor
 from automon.metrics import DETECTION_FARS, bootstrap_detection_gain, far_key, threshold_at_far
-from automon.ood import detectors as D
+import automon.ood.detectors as D
 from automon.ood.registry import DETECTORS, DetectorInputs
 from automon.ood.fusion import FUSION_VERSION, LAMBDA_FAR, Standardizer, aggregate, fit_lambda
 from automon.schema import Sample

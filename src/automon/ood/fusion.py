@@ -63,16 +63,16 @@ def fit_lambda(labels: Sequence[int], judge_z: Sequence[float], others_z: Sequen
     return float(max(ok)), det
 
 
-def aggregate(kind: str, judge_z: np.ndarray, detectors_z: Sequence[np.ndarray], lam: float = 0.0) -> np.ndarray:
-    """The fused score of standardised inputs (`lam` used by `lambda` only)."""
+def aggregate(fusion: str, judge_z: np.ndarray, detectors_z: Sequence[np.ndarray], lam: float = 0.0) -> np.ndarray:
+    """The fused score of standardised inputs (`fusion`: the fusion= option; `lam` used by `lambda` only)."""
     if not detectors_z:
         raise ValueError("fusion needs at least one detector score")
     d = np.stack([np.asarray(x, dtype=np.float64) for x in detectors_z])
-    if kind == "lambda":
+    if fusion == "lambda":
         return judge_z + lam * d.mean(0)
     allz = np.vstack([judge_z[None, :], d])
-    if kind == "mean":
+    if fusion == "mean":
         return allz.mean(0)
-    if kind == "min":
+    if fusion == "min":
         return allz.min(0)
-    raise ValueError(f"unknown fusion {kind!r}; choose lambda, mean or min")
+    raise ValueError(f"unknown fusion {fusion!r}; choose lambda, mean or min")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from automon.ood import detectors as D
+import automon.ood.detectors as D
 
 
 class DetectorInputs:
@@ -32,7 +32,7 @@ class DetectorInputs:
         from automon.ood.features import pooled_hidden_states
 
         m, o = self.monitor, self.o
-        lora = m.kind == "lora" and m.adapter_dir is not None
+        lora = m.adapter_type == "lora" and m.adapter_dir is not None
         feats = pooled_hidden_states(self.c.model, m.adapter_dir if lora else None, m.adapter_hash if lora else None,
                                      [*self.fit, *self.score_on], o.layer, o.pooling, max_length=o.max_length,
                                      batch_size=o.batch_size, cache_root=self.cache_root)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from automon.config.pipeline import STAGES, PipelineConfig
-from automon.pipeline import proc
+import automon.pipeline.proc as proc
 from automon.pipeline.compose import hydra_for
 from automon.pipeline.stages import (PipelineError, StageRun, build_overrides, compose_stage, cpu_threads,
                                      entry_dirname, eval_overrides, train_multirun_cmd, train_overrides)

@@ -58,7 +58,7 @@ def _eval_status(cfg: DictConfig) -> Status:
 
 
 def _data_errors() -> tuple:
-    from automon.data.pipeline import BuildError
+    from automon.data.build import BuildError
     from automon.sources import SourceError
 
     return BuildError, SourceError
@@ -77,7 +77,7 @@ def _eval_errors() -> tuple:
 
 
 def _validate_train(cfg: DictConfig) -> None:
-    from automon.training.run import validate
+    from automon.training.identity import validate
 
     validate(OmegaConf.to_object(cfg))
 

@@ -20,12 +20,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from automon.probes.features import Encoder, features, probe_text
+from automon.probes.features import Encoder, probe_text
+from automon.probes.features import features as feature_matrix
 from automon.schema import Sample
 from automon.subsets import ALL
 
 PROBE_VERSION = "probe_v1"  # bump when fitting changes (regularisation, vectoriser, subsampling)
-PROBE_KINDS = ("lexical", "minilm", "hidden")
+PROBE_FEATURES = ("lexical", "minilm", "hidden")  # what a probe reads (backend.features=)
 
 
 def training_samples(train: Sequence[Sample], subset: str, cap: int, seed: int) -> list[Sample]:
@@ -45,18 +46,18 @@ def training_samples(train: Sequence[Sample], subset: str, cap: int, seed: int) 
 
 @dataclass
 class Probe:
-    kind: str
+    features: str                       # one of PROBE_FEATURES
     model: Any                          # sklearn estimator with predict_proba
     encoder: Encoder | None = None      # None for lexical (the vectoriser is part of `model`)
 
     def predict(self, samples: Sequence[Sample], cache_root: Path | None = None) -> np.ndarray:
         """P(misbehavior) per sample."""
         x = ([probe_text(s) for s in samples] if self.encoder is None
-             else features(self.encoder, samples, cache_root))
+             else feature_matrix(self.encoder, samples, cache_root))
         return self.model.predict_proba(x)[:, 1]
 
 
-def fit_probe(kind: str, encoder: Encoder | None, train: Sequence[Sample], seed: int,
+def fit_probe(features: str, encoder: Encoder | None, train: Sequence[Sample], seed: int,
               cache_root: Path | None = None, progress: Callable[[int], None] | None = None) -> Probe:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
@@ -66,7 +67,7 @@ def fit_probe(kind: str, encoder: Encoder | None, train: Sequence[Sample], seed:
     if len(set(y.tolist())) < 2:
         from automon.errors import UserError
 
-        raise UserError(f"a {kind} probe needs training samples of both labels; got {len(train)} of one label",
+        raise UserError(f"a {features} probe needs training samples of both labels; got {len(train)} of one label",
                         "backend.train_subsets", "train on a subset whose training split has both labels")
     # liblinear, not lbfgs: deterministic to the last bit for a fixed input order and seed.
     lr = LogisticRegression(C=1.0, max_iter=2000, solver="liblinear", random_state=seed)
@@ -78,13 +79,15 @@ def fit_probe(kind: str, encoder: Encoder | None, train: Sequence[Sample], seed:
         model.fit([probe_text(s) for s in train], y)
     else:
         model = make_pipeline(StandardScaler(), lr)
-        model.fit(features(encoder, train, cache_root, progress), y)
-    return Probe(kind, model, encoder)
+        model.fit(feature_matrix(encoder, train, cache_root, progress), y)
+    return Probe(features, model, encoder)
 
 
-def probe_identity(kind: str, encoder: Encoder | None, subset: str, cap: int, seed: int,
+def probe_identity(features: str, encoder: Encoder | None, subset: str, cap: int, seed: int,
                    manifest_hash: str) -> dict[str, Any]:
-    return {"probe": kind, "version": PROBE_VERSION, "features": encoder.identity if encoder else "tfidf-1-2gram",
+    # "probe" names the features (backend.features), "features" the encoder's full identity: the keys
+    # are those of the probes fitted so far (their directories are named by this dict's hash).
+    return {"probe": features, "version": PROBE_VERSION, "features": encoder.identity if encoder else "tfidf-1-2gram",
             "train_subset": subset, "cap_per_subset_label": cap, "seed": seed, "data_manifest_hash": manifest_hash}
 
 
@@ -101,8 +104,8 @@ def save_probe(probe: Probe, d: Path, identity: dict[str, Any], n_train: int) ->
     (d / "probe.json").write_text(json.dumps({**identity, "n_train": n_train}, indent=1, sort_keys=True) + "\n")
 
 
-def load_probe(d: Path, kind: str, encoder: Encoder | None) -> Probe | None:
+def load_probe(d: Path, features: str, encoder: Encoder | None) -> Probe | None:
     f = d / "probe.pkl"
     if not (f.exists() and (d / "probe.json").exists()):
         return None
-    return Probe(kind, pickle.loads(f.read_bytes()), encoder)
+    return Probe(features, pickle.loads(f.read_bytes()), encoder)

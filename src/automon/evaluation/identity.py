@@ -1,0 +1,100 @@
+"""What an evaluation is, from its config alone: the typed config, where it writes, and the identity
+its outputs are computed from. Both the evaluation (automon.evaluation.run) and its currency check
+(automon.evaluation.status) go through here, so they agree on both.
+
+An evaluation's outputs depend on its config (all of it but where it writes and how it reports
+progress), the data build (manifest sha256), the monitors it scored (names, matrix labels, adapter
+content hashes) and the metrics version. `identity` computes that; the evaluation records it in
+<output_dir>/identity.json once every output is written (`record`; publishing a new output set
+removes the old record first, automon.evaluation.publish).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import OmegaConf
+
+from automon.config.eval import HoldoutConfig
+from automon.evaluation.monitors import BASE, Monitor
+from automon.metrics import METRICS_VERSION
+
+IDENTITY_FILE = "identity.json"
+IDENTITY_FORMAT = "automon-eval-identity-v1"
+# Where outputs go and how a run reports: not what it computes. allow_other_build only lets an
+# evaluation of an adapter from another build run at all (its outputs then say so); outputs of this
+# build's adapters are the same either way, and results written before the key existed stay current.
+NON_IDENTITY_KEYS = ("config.output_dir", "config.cache_dir", "config.progress", "config.wandb",
+                     "config.allow_other_build")
+# Config keys renamed since identities were first recorded: old dotted key -> new one. A record that
+# spells a key the old way is read as if it spelled it the new way (the value means the same).
+RENAMED_KEYS = {"config.backend.kind": "config.backend.features"}  # backend=probe (issue 28)
+
+
+def as_config(cfg: Any) -> HoldoutConfig:
+    """A composed Hydra config -> the typed HoldoutConfig (runs its cross-field checks)."""
+    if isinstance(cfg, HoldoutConfig):
+        return cfg
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "-", s).strip("-")
+
+
+def model_label(c: HoldoutConfig) -> str:
+    """The model as output names and report titles spell it (the backend's label, directory-safe)."""
+    return _safe(c.backend.model_label(c.model))
+
+
+def default_output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
+    """evals/<model>__<adapter run name | base | sweep-NAME>__<prompt>__shots<k>: named by identity."""
+    if c.sweep_dir:
+        who = "sweep-" + _safe(Path(c.sweep_dir).resolve().name)
+    elif c.adapter:
+        who = monitors[0].name
+    else:
+        who = BASE
+    seed = f"-seed{c.shots_seed}" if c.shots and c.shots_seed else ""
+    return Path("evals") / f"{model_label(c)}__{who}__{c.prompt.name}__shots{c.shots}{seed}"
+
+
+def output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
+    """Where the evaluation writes: output_dir= if set, else the default named by identity."""
+    return Path(c.output_dir) if c.output_dir else default_output_dir(c, monitors)
+
+
+def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) -> dict:
+    """What an evaluation's outputs are computed from (JSON-shaped)."""
+    return json.loads(json.dumps({
+        "config": OmegaConf.to_container(OmegaConf.structured(c), resolve=True),
+        "data_manifest_hash": manifest_hash,
+        "monitors": {m.name: {"label": m.label, "adapter_hash": m.adapter_hash} for m in monitors},
+        "metrics_version": METRICS_VERSION,
+    }))
+
+
+def upgrade(ident: dict) -> dict:
+    """A recorded identity with renamed config keys (RENAMED_KEYS) spelled the current way."""
+    out = json.loads(json.dumps(ident))
+    for old, new in RENAMED_KEYS.items():
+        *parents, key = old.split(".")
+        node = out
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and key in node:
+            value = node.pop(key)
+            node.setdefault(new.split(".")[-1], value)
+    return out
+
+
+def record(out_dir: Path, ident: dict, files: Sequence[Path]) -> None:
+    """After every output is written: what they were computed from, and which files they are."""
+    doc = {"format": IDENTITY_FORMAT, "identity": ident,
+           "files": sorted(str(Path(f).relative_to(out_dir)) for f in files)}
+    tmp = out_dir / f".{IDENTITY_FILE}.tmp"
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(out_dir / IDENTITY_FILE)

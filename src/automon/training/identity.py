@@ -1,0 +1,104 @@
+"""A training run from its config alone: the typed, checked config, the run directory it writes,
+and whether that directory already holds it. train/sft.py (automon.training.run) and its currency
+check (automon.training.status, which pipeline.py asks) both go through `resolve` and `run_status`,
+so they agree on what is current (e.g. a changed train.logging_steps is not a new run: a finished
+run stays finished, an unfinished one resumes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+import automon.training.rundir as rd
+from automon.config.train import SFTConfig
+from automon.data.io import Build, load_build
+from automon.prompts import PROMPT_NAMES
+from automon.stage_status import Status
+from automon.training.errors import TrainConfigError
+
+WANDB_MODES = ("offline", "online", "disabled")
+DTYPES = ("bfloat16", "float16", "float32", "auto")
+
+
+def typed(cfg: Any) -> tuple[SFTConfig, dict]:
+    """(typed config, resolved plain dict) from a Hydra DictConfig or an SFTConfig."""
+    if isinstance(cfg, SFTConfig):
+        return cfg, OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    return OmegaConf.to_object(cfg), OmegaConf.to_container(cfg, resolve=True)
+
+
+def validate(c: SFTConfig) -> None:
+    t = c.train
+    checks = [
+        (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
+        (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
+        (t.grad_accum >= 1, f"train.grad_accum must be >= 1, got {t.grad_accum}"),
+        (t.max_steps == -1 or t.max_steps >= 1,
+         f"train.max_steps={t.max_steps} is out of range (train.max_steps); use -1 (train for train.epochs) "
+         "or a number of optimizer steps >= 1"),
+        (t.max_steps > 0 or t.epochs > 0, "set train.epochs > 0 or train.max_steps > 0"),
+        (256 <= t.max_seq_length, f"train.max_seq_length must be >= 256, got {t.max_seq_length}"),
+        (t.lora.r >= 1 and t.lora.alpha > 0, f"train.lora.r must be >= 1 and alpha > 0, got {t.lora.r}/{t.lora.alpha}"),
+        (0 <= t.lora.dropout < 1, f"train.lora.dropout must be in [0, 1), got {t.lora.dropout}"),
+        (bool(t.lora.targets) and "lm_head" not in t.lora.targets,
+         "train.lora.targets must be non-empty and must not include lm_head (vLLM cannot serve it; "
+         "the loss reads lm_head.weight directly)"),
+        (t.save_steps >= 1 and t.logging_steps >= 1, "train.save_steps and train.logging_steps must be >= 1"),
+        (0 <= t.warmup_ratio <= 1, f"train.warmup_ratio={t.warmup_ratio} is out of range (train.warmup_ratio); use a "
+                                   "share of the training steps in [0, 1], e.g. 0.03"),
+        (t.weight_decay >= 0, f"train.weight_decay={t.weight_decay} is out of range (train.weight_decay); use a "
+                              "value >= 0"),
+        (t.max_grad_norm >= 0, f"train.max_grad_norm={t.max_grad_norm} is out of range (train.max_grad_norm); use "
+                               "a value >= 0 (0: no clipping)"),
+        (t.save_total_limit >= 1, f"train.save_total_limit={t.save_total_limit} is out of range "
+                                  "(train.save_total_limit); keep >= 1 checkpoint (a killed run resumes from it)"),
+        (t.epochs >= 0, f"train.epochs={t.epochs} is out of range (train.epochs); use a value > 0"),
+        (c.prompt.name in PROMPT_NAMES, f"unknown prompt {c.prompt.name!r}; choose prompt=<name> with one of: "
+                                        f"{', '.join(PROMPT_NAMES)}"),
+        (c.wandb.mode in WANDB_MODES, f"wandb.mode must be one of {', '.join(WANDB_MODES)}, got {c.wandb.mode!r}"),
+        (c.model.dtype in DTYPES, f"model.dtype must be one of {', '.join(DTYPES)}, got {c.model.dtype!r}"),
+        (c.model.pretrained != "api",
+         f"model={c.model.name} is a monitor behind an API (evaluation only); train a local model such as "
+         "model=qwen3_4b_instruct_2507, model=qwen3_8b or model=tiny"),
+        (c.trainer.name in ("auto", "peft", "unsloth"),
+         f"trainer.name must be auto, peft or unsloth, got {c.trainer.name!r}"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise TrainConfigError(msg)
+
+
+def run_dir_for(c: SFTConfig, subset_label: str) -> Path:
+    if c.output_dir:
+        return Path(c.output_dir)
+    return Path("runs") / rd.run_name(subset_label, c.model.name, c.prompt.name, c.train.seed)
+
+
+@dataclass
+class ResolvedRun:
+    """A training config as the run sees it: typed, resolved to plain data, and where it writes."""
+    cfg: SFTConfig
+    resolved: dict       # what <run>/config.yaml records (output_dir filled in)
+    subsets: list[str]
+    label: str           # subset label: `safety_qa`, `all`, `a+b`
+    run_dir: Path
+    build: Build
+
+
+def resolve(cfg: Any) -> ResolvedRun:
+    """Raises TrainConfigError on a bad config and BuildNotFound without a data build."""
+    c, resolved = typed(cfg)
+    validate(c)
+    subsets = rd.subset_names(c.subset.include)
+    label = rd.subset_label(subsets)
+    run_dir = run_dir_for(c, label)
+    resolved["output_dir"] = str(run_dir)
+    return ResolvedRun(c, resolved, subsets, label, run_dir, load_build(c.data.dir))
+
+
+def run_status(r: ResolvedRun) -> Status:
+    return rd.run_status(r.run_dir, r.resolved, r.build.manifest_hash, str(r.build.path))
