@@ -171,3 +171,20 @@ def test_a_detector_added_to_the_registry_is_accepted_and_fused(setup, monkeypat
     monkeypatch.delitem(registry.DETECTORS, "length")
     with pytest.raises(ConfigError, match="detectors"):
         compose(_overrides(root, build, sweep, "detectors=[length]"))
+
+
+def test_a_probes_fused_twin_keeps_the_probes_training_subset(tmp_path):
+    """A probe carries no AdapterMeta: its fused twin ("<subset>+lambda") read as in-distribution `all`,
+    which crashed (KeyError) when train_subsets had no `all` and otherwise recorded the wrong
+    reference in far_reference."""
+    build = make_build(tmp_path / "build", pairs_per_subset=3, train_per_subset=24)
+    ov = ["backend=probe", "model=tiny", "backend.features=lexical", "backend.train_subsets=[safety_code]",
+          "detectors=[mahalanobis]", "fusion=lambda", "ood.cap=4", f"data.dir={build}",
+          f"output_dir={tmp_path / 'o'}", f"ood.cache_dir={tmp_path / 'features'}", "wandb.mode=disabled",
+          "progress=false", "bootstrap.n=20"]
+    res = evaluate(compose(ov))
+    ref = {name: d["far_reference"] for name, d in res.metrics.items()}
+    assert set(ref) == {"lexical-safety_code", "lexical-safety_code+lambda"}
+    assert {r["in_distribution"] for r in ref.values()} == {"safety_code"}
+    assert ref["lexical-safety_code+lambda"]["n_benign"] == ref["lexical-safety_code"]["n_benign"]
+    assert res.metrics["lexical-safety_code+lambda"]["fusion"]["in_distribution"] == "safety_code"

@@ -32,10 +32,13 @@ OPERATING_FAR = far_key(LAMBDA_FAR)  # a fused monitor's pred flags at the 1% re
 
 
 def training_subset(m: Monitor) -> str:
-    """The subset a monitor was trained on (its in-distribution); `all` for the base model."""
+    """The subset a monitor was trained on (its in-distribution); `all` for the base model. A fused
+    twin ("<label>+<fusion>", made by fuse_monitor) has its monitor's: a probe carries no AdapterMeta,
+    so its label is all there is to read."""
     if m.meta is not None and m.meta.subset:
         return m.meta.subset
-    return m.label if m.label in (*subset_names(), ALL) else ALL
+    label = m.label.split("+", 1)[0]
+    return label if label in (*subset_names(), ALL) else ALL
 
 
 def reference_split(train: Sequence[Sample], subset: str, cap: int, seed: int) -> tuple[list[Sample], list[Sample]]:
