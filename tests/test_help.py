@@ -1,4 +1,4 @@
-"""`--help` of every entry script (issue 11): its usage lines first, then every key a user sets with a
+"""`--help` of every entry script: its usage lines first, then every key a user sets with a
 description taken from the schema's comments (automon.config.help)."""
 
 from __future__ import annotations

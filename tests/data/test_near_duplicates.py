@@ -1,4 +1,4 @@
-"""An independent near-duplicate check of train against test (issue 26, part 5): request word 5-gram
+"""An independent near-duplicate check of train against test: request word 5-gram
 Jaccard >= 0.7 between any training request and any test request.
 
 Independent of src/automon/data/disjoint.py on purpose (its own shingles, hash family, banding and

@@ -1,4 +1,4 @@
-"""eval/holdout.py on bad inputs (issue 11, docs/errors.md): changed builds, adapters of another base
+"""eval/holdout.py on bad inputs (docs/errors.md): changed builds, adapters of another base
 model, unreachable and failing OpenAI-compatible servers (a real HTTP server on localhost, the real
 openai client), incomplete evaluations that never replace better results."""
 
@@ -120,7 +120,7 @@ def test_cli_incomplete_evaluation_exits_2_with_one_line(tmp_path, build, server
 
 
 def test_unparseable_answers_of_a_server_are_failures_never_cached(tmp_path, build, server):
-    """issue 27: a server answering valid HTTP with text the prompt cannot read gave exit 0 and cached it."""
+    """Formerly a server answering valid HTTP with text the prompt cannot read gave exit 0 and cached it."""
     server.status, server.answer = 200, "<html>Service temporarily unavailable</html>"
     out = tmp_path / "o"
     c = compose(_openai(build, out, server.url))

@@ -1,4 +1,4 @@
-"""eval/holdout.py under faults and bad input (issue 27, docs/errors.md): damaged adapters, adapters of
+"""eval/holdout.py under faults and bad input (docs/errors.md): damaged adapters, adapters of
 another build, bad samples, a full disk while rewriting results, sweeps with unfinished runs. Each ends
 in one `error:` line (exit 2) or a bannered result; nothing is lost."""
 

@@ -311,7 +311,7 @@ def test_changes_rerun_only_what_is_stale(smoke):
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["missing", "truncated"])
 def test_a_run_whose_adapter_is_damaged_is_not_current(smoke, tmp_path, damage):
-    """issue 27: the pipeline took a training run for current from its record (run.json) alone; the
+    """Formerly the pipeline took a training run for current from its record (run.json) alone; the
     stage's answer now reads the adapter files evaluation relies on, and the rerun writes them again."""
     work = tmp_path / "work"
     shutil.copytree(smoke[0], work)

@@ -1,4 +1,4 @@
-"""bench/bench_train_gpu.py: skips cleanly without CUDA; its FLOP model matches performance.md; plumbing runs."""
+"""bench/bench_train_gpu.py: skips cleanly without CUDA; its FLOP model matches published per-token figures; plumbing runs."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def test_flops_per_token_match_performance_md():
-    """performance.md s5a: Qwen3-4B 14.99 / 16.35 / 21.78 GFLOP per token at 512 / 2k / 8k, 43.5 at 32k."""
+def test_flops_per_token_match_the_reference_figures():
+    """Reference figures (6N plus attention FLOPs per token): Qwen3-4B 14.99 / 16.35 / 21.78 GFLOP per token at 512 / 2k / 8k, 43.5 at 32k."""
     from bench_train_gpu import model_flops_per_token
 
     n4b = 3_633_511_936  # non-embedding parameters of Qwen3-4B's config (counted on the meta device)

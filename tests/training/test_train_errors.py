@@ -1,4 +1,4 @@
-"""train/sft.py on bad inputs (issue 11, docs/errors.md): one line `error: ...`, exit status 2, no
+"""train/sft.py on bad inputs (docs/errors.md): one line `error: ...`, exit status 2, no
 traceback (AUTOMON_DEBUG=1 shows it), before any work (stderr holds nothing else), nothing left behind."""
 
 from __future__ import annotations

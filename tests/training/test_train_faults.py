@@ -1,4 +1,4 @@
-"""train/sft.py under faults and bad input (issue 27, docs/errors.md): what overwrite=true may delete,
+"""train/sft.py under faults and bad input (docs/errors.md): what overwrite=true may delete,
 bad samples and settings, torn and damaged run files, a full disk. Each ends in one `error:` line
 (exit 2) or a run that resumes; nothing is lost."""
 

@@ -206,7 +206,7 @@ def test_output_dir_with_a_different_config(uninterrupted, small_build, tmp_path
 
 
 def test_output_dir_that_is_not_a_run_is_refused_even_with_overwrite(small_build, tmp_path):
-    """issue 27: overwrite=true deleted whatever was at output_dir; it replaces only a training run's dir."""
+    """Formerly overwrite=true deleted whatever was at output_dir; it replaces only a training run's dir."""
     run = tmp_path / "E"
     run.mkdir()
     (run / "precious.txt").write_text("x")

@@ -31,7 +31,7 @@ NON_IDENTITY_KEYS = ("config.output_dir", "config.cache_dir", "config.progress",
                      "config.allow_other_build")
 # Config keys renamed since identities were first recorded: old dotted key -> new one. A record that
 # spells a key the old way is read as if it spelled it the new way (the value means the same).
-RENAMED_KEYS = {"config.backend.kind": "config.backend.features"}  # backend=probe (issue 28)
+RENAMED_KEYS = {"config.backend.kind": "config.backend.features"}  # backend=probe: ProbeConfig.kind became .features
 
 
 def as_config(cfg: Any) -> HoldoutConfig:
