@@ -90,7 +90,7 @@ def main() -> None:
     import torch
 
     from automon.config.common import ModelConfig, WandbConfig
-    from automon.config.eval import DataConfig, HoldoutConfig
+    from automon.config.eval import EvalDataConfig, HoldoutConfig
     from automon.evaluation import evaluate
     from automon.backends.hf import HFConfig
 
@@ -105,7 +105,7 @@ def main() -> None:
     for rep in range(args.repeats):
         cfg = HoldoutConfig(model=ModelConfig(name="tiny", pretrained="tiny", dtype="float32"),
                             backend=HFConfig(batch_size=args.batch_size, chunk_size=256),
-                            data=DataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
+                            data=EvalDataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
                             output_dir=str(tmp / f"out{rep}"), progress=False)
         t = evaluate(cfg).timings
         n = len((tmp / f"out{rep}" / "predictions.jsonl").read_text().splitlines())

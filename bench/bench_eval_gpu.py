@@ -82,6 +82,7 @@ def main() -> int:
     ap.add_argument("--max-batch-tokens", type=int, default=65536)
     ap.add_argument("--adapter", action="store_true", help="score through a random LoRA (r=32) adapter")
     ap.add_argument("--workdir", help="where the 8 GB random model is written (default: a temp dir)")
+    ap.add_argument("--out", help="result JSON path (default bench/results/bench_eval_gpu-<gpu>-<UTC time>.json)")
     args = ap.parse_args()
 
     import torch
@@ -95,9 +96,10 @@ def main() -> int:
     from bench_eval import synthetic_build
 
     from automon.config.common import ModelConfig, WandbConfig
-    from automon.config.eval import DataConfig, HoldoutConfig
+    from automon.config.eval import EvalDataConfig, HoldoutConfig
     from automon.evaluation import evaluate
     from automon.backends.hf import HFConfig
+    from automon.versions import code_version, library_versions
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_eval_gpu_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -110,7 +112,7 @@ def main() -> int:
         model=ModelConfig(name="qwen3_4b_random", pretrained=str(model_dir), dtype="bfloat16"),
         backend=HFConfig(device="cuda", batch_size=args.batch_size,
                          max_batch_tokens=args.max_batch_tokens, chunk_size=512),
-        data=DataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
+        data=EvalDataConfig(dir=str(data)), wandb=WandbConfig(mode="disabled"), adapter=adapter,
         output_dir=str(work / "out"), cache_dir=str(work / f"cache-{dt.datetime.now().timestamp()}"),
         progress=True)
     torch.cuda.reset_peak_memory_stats()
@@ -127,11 +129,12 @@ def main() -> int:
         "samples_per_s": n / t["model_s"], "prompt_tokens_per_s": t.get("prompt_tokens", 0) / t["model_s"],
         "harness_share_of_model": t["harness_s"] / t["model_s"],
         "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30, "timings": t,
+        "versions": {"code_version": code_version(), **library_versions()},
     }
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = results / f"bench_eval_gpu-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-')}-{stamp}.json"
+    path = Path(args.out) if args.out else results / f"bench_eval_gpu-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-')}-{stamp}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"{gpu}: {n} samples, {out['samples_per_s']:.1f} samples/s, "
           f"{out['prompt_tokens_per_s']:,.0f} prompt tokens/s, harness {100 * out['harness_share_of_model']:.1f}% "

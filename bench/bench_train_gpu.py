@@ -8,8 +8,8 @@ Usage:
 
 Each (trainer, length) cell runs in a fresh process through automon's own trainer plug-ins
 (automon.training.trainers: the same model loading, LoRA config, loss and trainer class as
-train/sft.py), on one synthetic sample per step of exactly `length` tokens whose last 3 tokens
-carry the loss (as a yes/no answer + end-of-turn does). The model is Qwen3-4B's (or 8B's)
+train/sft.py), on `--batch-size` synthetic samples (default 1) per step of exactly `length` tokens
+each, whose last 3 tokens carry the loss (as a yes/no answer + end-of-turn does). The model is Qwen3-4B's (or 8B's)
 architecture from its published config, randomly initialised in bf16 (no hub access needed).
 
 Reported per cell: mean / median step time over the timed steps (after warm-up, CUDA-synchronised),
@@ -95,7 +95,7 @@ def make_model_dir(model: str, out: Path) -> Path:
 # one cell, in its own process
 
 def worker(trainer_name: str, seq_len: int, model_dir: str, warmup: int, steps: int, lora_r: int,
-           grad_ckpt: bool) -> dict:
+           grad_ckpt: bool, batch_size: int = 1) -> dict:
     from automon.training.trainers import get_trainer
 
     plugin = get_trainer(trainer_name)
@@ -112,7 +112,7 @@ def worker(trainer_name: str, seq_len: int, model_dir: str, warmup: int, steps: 
     on_cuda = torch.cuda.is_available()
     tok = AutoTokenizer.from_pretrained(model_dir)
     g = torch.Generator().manual_seed(seq_len)
-    n = warmup + steps
+    n = (warmup + steps) * batch_size
     ids = torch.randint(1000, 150000, (n, seq_len), generator=g).tolist()
     labels = [[-100] * (seq_len - ANSWER_TOKENS) + row[-ANSWER_TOKENS:] for row in ids]
     ds = Dataset.from_dict({"input_ids": ids, "labels": labels, "length": [seq_len] * n})
@@ -123,7 +123,7 @@ def worker(trainer_name: str, seq_len: int, model_dir: str, warmup: int, steps: 
     cfg.trainer.name = trainer_name
     cfg.trainer.gradient_checkpointing = grad_ckpt
     cfg.train.lora.r = cfg.train.lora.alpha = lora_r
-    cfg.train.batch_size, cfg.train.grad_accum, cfg.train.max_steps = 1, 1, n
+    cfg.train.batch_size, cfg.train.grad_accum, cfg.train.max_steps = batch_size, 1, warmup + steps
     cfg.train.warmup_ratio, cfg.train.save_steps, cfg.train.logging_steps = 0.0, 10**9, 10**9
     cfg.train.group_by_length = False
 
@@ -156,7 +156,8 @@ def worker(trainer_name: str, seq_len: int, model_dir: str, warmup: int, steps: 
     layers, d_attn = text_cfg.num_hidden_layers, text_cfg.num_attention_heads * text_cfg.head_dim
     rec = {"trainer": trainer_name, "seq_len": seq_len, "warmup_steps": warmup, "timed_steps": len(timed),
            "step_time_s_mean": statistics.mean(timed), "step_time_s_median": statistics.median(timed),
-           "tokens_per_s": seq_len / statistics.mean(timed), "n_non_embedding": n_non_emb,
+           "batch_size": batch_size, "tokens_per_s": batch_size * seq_len / statistics.mean(timed),
+           "n_non_embedding": n_non_emb,
            "model_flops_per_token": model_flops_per_token(n_non_emb, layers, d_attn, seq_len),
            "gradient_checkpointing": grad_ckpt, "lora_r": lora_r, "status": "ok"}
     if on_cuda:
@@ -184,6 +185,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--lora-r", type=int, default=32)
+    ap.add_argument("--batch-size", type=int, default=1, help="samples per step (train.batch_size; default 1)")
     ap.add_argument("--no-grad-ckpt", action="store_true", help="disable gradient checkpointing")
     ap.add_argument("--model-dir", default=None, help="where the random model is cached "
                     "(default $AUTOMON_CACHE/bench/<model>-random)")
@@ -198,7 +200,7 @@ def main() -> int:
 
     if args.worker:
         rec = worker(args.worker[0], int(args.worker[1]), args.model_dir, args.warmup, args.steps, args.lora_r,
-                     not args.no_grad_ckpt)
+                     not args.no_grad_ckpt, args.batch_size)
         print("BENCH_RESULT " + json.dumps(rec), flush=True)
         return 0
 
@@ -224,7 +226,8 @@ def main() -> int:
     for trainer in trainers:
         for L in lengths:
             cmd = [sys.executable, __file__, "--worker", trainer, str(L), "--model-dir", str(model_dir),
-                   "--warmup", str(args.warmup), "--steps", str(args.steps), "--lora-r", str(args.lora_r)]
+                   "--warmup", str(args.warmup), "--steps", str(args.steps), "--lora-r", str(args.lora_r),
+                   "--batch-size", str(args.batch_size)]
             if args.no_grad_ckpt:
                 cmd.append("--no-grad-ckpt")
             print(f"[{trainer} {L}] ...", file=sys.stderr, flush=True)
@@ -255,7 +258,7 @@ def main() -> int:
               "host": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus",
               "peak_flops_for_mfu": H100_BF16_PEAK,
               "flops_formula": "4N + 3*2*L*d_attn*s per token",
-              "answer_tokens_with_loss": ANSWER_TOKENS, "batch_size": 1, "warmup": args.warmup,
+              "answer_tokens_with_loss": ANSWER_TOKENS, "batch_size": args.batch_size, "warmup": args.warmup,
               "steps": args.steps, "versions": versions(), "results": results,
               "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
     slug = (gpu or "cpu").lower().replace(" ", "_").replace("/", "_")

@@ -39,6 +39,19 @@ def test_build_timings_quote_the_bench_records():
             assert all(abs(q - w) <= 0.05 + 1e-9 for q, w in zip(quoted, res["walls_s"])), record
 
 
+def test_gpu_training_figures_quote_the_bench_records():
+    rows = _rows((REPO / "bench/README.md").read_text(), "| trainer | tokens |")
+    assert len(rows) == 6
+    for trainer, tokens, step, tok_s, mfu, mem in rows:
+        record = REPO / "bench/results" / f"train_gpu_qwen3_4b_nvidia_h100_80gb_hbm3_{trainer}.json"
+        rep = json.loads(record.read_text())
+        assert rep["gpu"] == "NVIDIA H100 80GB HBM3" and rep["random_init"], record
+        (r,) = [r for r in rep["results"] if r["seq_len"] == int(tokens.replace(",", ""))]
+        assert r["status"] == "ok", (trainer, tokens)
+        assert step == f"{r['step_time_s_median']:.3f} s" and tok_s == f"{r['tokens_per_s']:,.0f}"
+        assert mfu == f"{100 * r['mfu']:.1f}%" and mem == f"{r['peak_mem_allocated_gib']:.1f} GiB"
+
+
 def test_counts_quote_the_recorded_build():
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
     c = MANIFEST["counts"]
