@@ -35,6 +35,13 @@ SFT = REPO / "train" / "sft.py"
 needs_raw = pytest.mark.skipif(not RAW.is_dir(), reason=f"real source data not found at {RAW}")
 
 
+def has_cuda() -> bool:
+    """A CUDA GPU is visible to torch (the `gpu`-marked tests and the GPU benches' skip checks)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def requires_realdata() -> None:
     """Skip the calling test unless ../shared/data/raw exists."""
     if not RAW.is_dir():

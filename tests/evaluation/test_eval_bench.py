@@ -8,13 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO
-
-
-def _has_cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+from support import REPO, has_cuda
 
 
 def _bench(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -33,7 +27,7 @@ def test_the_cpu_eval_bench_runs_and_accounts_for_its_time(tmp_path):
     assert sum(med[p] for p in parts) <= med["harness_s"] + 1e-6      # the parts it names lie inside
 
 
-@pytest.mark.skipif(_has_cuda(), reason="checks the no-CUDA path")
+@pytest.mark.skipif(has_cuda(), reason="checks the no-CUDA path")
 def test_the_gpu_eval_bench_skips_without_cuda(tmp_path):
     out = tmp_path / "x.json"
     r = _bench("bench_eval_gpu.py", "--out", str(out))

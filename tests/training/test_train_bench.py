@@ -7,16 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO
+from support import REPO, has_cuda
 
 BENCH = REPO / "bench" / "bench_train_gpu.py"
 sys.path.insert(0, str(REPO / "bench"))
-
-
-def _has_cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def test_flops_per_token_match_the_reference_figures():
@@ -28,7 +22,7 @@ def test_flops_per_token_match_the_reference_figures():
     assert got == [14.99, 16.35, 21.78, 43.53]
 
 
-@pytest.mark.skipif(_has_cuda(), reason="checks the no-CUDA path")
+@pytest.mark.skipif(has_cuda(), reason="checks the no-CUDA path")
 def test_skips_with_a_clear_message_without_cuda(tmp_path):
     r = subprocess.run([sys.executable, str(BENCH), "--out", str(tmp_path / "x.json")], capture_output=True,
                        text=True, timeout=120, cwd=REPO)

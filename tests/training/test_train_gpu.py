@@ -14,20 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO, cpu_overrides, run_sft, tiny_overrides
+from support import REPO, cpu_overrides, has_cuda, run_sft, tiny_overrides
 
 from automon.adapter_meta import AdapterMeta
 
 
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
 STEPS = 16
 
 
