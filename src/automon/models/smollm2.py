@@ -16,9 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as md
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 # Bump when the conversion changes (the cache directory and the prediction-cache identity follow).
@@ -81,6 +79,8 @@ def convert_smollm2(out_dir: Path, source: Path | None = None) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from automon.models.tiny import save_model_dir
+
     src = source or gguf_path()
     loaded, tok = load_from_gguf(src)
     cfg = loaded.config
@@ -91,23 +91,9 @@ def convert_smollm2(out_dir: Path, source: Path | None = None) -> Path:
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict(), strict=True)
     model.generation_config = loaded.generation_config
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
-    try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        (tmp / MARKER).write_text(json.dumps({
-            "version": SMOLLM2_VERSION, "source": f"{GGUF_DIST}=={md.version(GGUF_DIST)}:{GGUF_FILE}",
-            "source_sha256": _sha256(src), "dtype": "float32"}, indent=1))
-        if out_dir.exists():  # another process won the race; keep theirs
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+    marker = json.dumps({"version": SMOLLM2_VERSION, "source": f"{GGUF_DIST}=={md.version(GGUF_DIST)}:{GGUF_FILE}",
+                         "source_sha256": _sha256(src), "dtype": "float32"}, indent=1)
+    return save_model_dir(model, tok, Path(out_dir), MARKER, marker)
 
 
 def smollm2_path(cache_dir: Path | None = None) -> Path:

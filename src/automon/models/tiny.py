@@ -90,13 +90,20 @@ def build_tiny_qwen3(out_dir: Path, seed: int = 0) -> Path:
     )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg)
-    out_dir = Path(out_dir)
+    return save_model_dir(model, tok, Path(out_dir), "automon_tiny.json",
+                          json.dumps({"version": TINY_VERSION, "seed": seed}))
+
+
+def save_model_dir(model, tok, out_dir: Path, marker: str, marker_text: str) -> Path:
+    """Model, tokenizer and `marker` (the file that says what built it) into `out_dir`, atomically:
+    written to a temporary sibling and renamed, so a reader never sees half a model. When another
+    process got there first, its directory is kept (both built the same thing)."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
     try:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        (tmp / "automon_tiny.json").write_text(json.dumps({"version": TINY_VERSION, "seed": seed}))
+        (tmp / marker).write_text(marker_text)
         if out_dir.exists():  # another process won the race; keep theirs
             shutil.rmtree(tmp)
         else:
