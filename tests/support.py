@@ -8,11 +8,15 @@ real-data markers.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 import pytest
 
@@ -226,7 +230,45 @@ def rewrite_split(build: Path, split: str, edit) -> None:
     (Path(build) / "manifest.json").write_text(json.dumps(mf))
 
 
-# ---------------------------------------------------------------- commands
+# ---------------------------------------------------------------- commands and servers
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_server(cmd: list[str], port: int, name: str, up_within_s: float, output: Callable[[subprocess.Popen], str], *,
+           poll_s: float = 0.5, stop_within_s: float = 20, **popen) -> Iterator[subprocess.Popen]:
+    """A real server process (`cmd`, listening on 127.0.0.1:`port`) for a fixture: started, waited
+    for until GET /health answers 200 (the test fails with the tail of `output(proc)` if it exits
+    first, or after `up_within_s`), yielded, then terminated (killed after `stop_within_s`)."""
+    proc = subprocess.Popen(cmd, **popen)
+    try:
+        deadline = time.time() + up_within_s
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited: {output(proc)[-4000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"{name} did not come up within {up_within_s:.0f} s")
+            time.sleep(poll_s)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=stop_within_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 
 def one_error_line(r: subprocess.CompletedProcess, *needles: str) -> str:
     """An entry script's user error: exit status 2, no traceback, one `error:` line (the last) that

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from support import compose, make_build, tiny_path
+from support import compose, free_port, make_build, running_server, tiny_path
 from automon.evaluation import evaluate
 from automon.backends.base import JudgeError, JudgeRequest
 from automon.backends.openai_api import read_choice, redact, request_body
@@ -26,46 +23,20 @@ SECRET = "sk-automon-test-SECRET-0123456789abcdef"
 KEY_ENV = "AUTOMON_TEST_OPENAI_KEY"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def serve():
     """`transformers serve <tiny model dir>` on 127.0.0.1, CPU only; stopped by PID afterwards."""
     pytest.importorskip("fastapi", reason="transformers serve needs: pip install 'transformers[serving]'")
     pytest.importorskip("uvicorn", reason="transformers serve needs: pip install 'transformers[serving]'")
     model = tiny_path()
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).parent / "transformers"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.Popen([str(exe), "serve", model, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port),
-                             "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        deadline = time.time() + 150
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited: {proc.stderr.read()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                pytest.fail("transformers serve did not come up within 150 s")
-            time.sleep(0.5)
+    cmd = [str(exe), "serve", model, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port),
+           "--log-level", "warning"]
+    with running_server(cmd, port, "transformers serve", 150, lambda p: p.stderr.read(), env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
         yield SimpleNamespace(base_url=f"http://127.0.0.1:{port}/v1", model=model, pid=proc.pid)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +101,7 @@ def test_unreachable_server_stops_after_the_first_requests_retries(build, tmp_pa
     from automon.backends.base import JudgeError
 
     monkeypatch.setenv(KEY_ENV, SECRET)
-    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
     ov = _overrides(build, tmp_path / "o", dead, "m", "data.subsets=[sg_code]", "backend.max_retries=2",
                     "backend.backoff_s=0.01", "backend.timeout_s=5")
     with pytest.raises(JudgeError, match=r"cannot reach the server at http://127.0.0.1:\d+/v1 .*3 attempts"):

@@ -20,11 +20,9 @@ from __future__ import annotations
 import csv
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,7 +37,7 @@ except Exception as e:  # noqa: BLE001 - any failure to import means: not this e
 # KV cache on CPU in GiB (vLLM's CPU default takes a large share of RAM); the tiny model needs little.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-from support import REPO, compose, make_adapter, make_build, tiny_path  # noqa: E402
+from support import REPO, compose, free_port, make_adapter, make_build, running_server, tiny_path  # noqa: E402
 from automon.backends import vllm_engine as V  # noqa: E402
 from automon.backends.base import JudgeRequest, LoraAdapter, verdict_position  # noqa: E402
 
@@ -282,12 +280,6 @@ def test_holdout_sweep_with_vllm_gives_the_hf_matrix(work, hf_sweep):
 
 # ---------------------------------------------------------------- the openai backend against vllm serve
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # `vllm serve` exactly, except for one packaging bug of vllm-cpu 0.32: its CLI asks for the version of
 # the distribution "vllm", which is installed as "vllm-cpu" (PackageNotFoundError before it parses).
 # The answer is the one vLLM's own platform check falls back to (vllm.platforms: "<version>+cpu").
@@ -305,40 +297,20 @@ def served(work):
     server batches concurrent requests, and vLLM-cpu 0.32 applies an adapter to base-model rows of a
     batch that has LoRA rows (see vllm_engine.zero_adapter)."""
     _release_engines()
-    port = _free_port()
+    port = free_port()
     adapters = _adapters(work)
     adapters.append(V.zero_adapter(adapters[0], work.dir / "zero"))
     lora = [f"{a.name}={a.path}" for a in adapters]
     cmd = [*VLLM_CLI, "serve", tiny_path(), "--served-model-name", "tiny",
            "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", str(MAX_LEN),
            "--seed", "0", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "3", "--lora-modules", *lora]
-    log = open(work.dir / "vllm_serve.log", "w")
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    try:
-        deadline = time.time() + 600
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited: {(work.dir / 'vllm_serve.log').read_text()[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                pytest.fail("vllm serve did not come up within 600 s")
-            time.sleep(1)
+    with open(work.dir / "vllm_serve.log", "w") as log, \
+            running_server(cmd, port, "vllm serve", 600, lambda p: (work.dir / "vllm_serve.log").read_text(), poll_s=1,
+                           stop_within_s=30, stdout=log, stderr=subprocess.STDOUT,
+                           env={**os.environ, "HF_HUB_OFFLINE": "1"}):
         print(f"\nvllm serve up in {time.perf_counter() - t0:.1f} s")
         yield SimpleNamespace(base_url=f"http://127.0.0.1:{port}/v1")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def test_openai_backend_p_yes_against_vllm_serve_equals_hf(work, served, hf_sweep, monkeypatch):
