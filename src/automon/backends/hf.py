@@ -53,6 +53,16 @@ class HFConfig(BackendConfig):
         return HFJudge(model, self, kind, adapters, tokenizer)
 
 
+def _by_adapter(requests: Sequence[JudgeRequest]) -> dict[str | None, list[int]]:
+    """Request indices grouped by adapter (each group is run with its adapter switched on once)."""
+    groups: dict[str | None, list[int]] = {}
+    for i, r in enumerate(requests):
+        if r.prompt is None:
+            raise ValueError(f"request {r.id} has no rendered prompt; the hf backend needs prompt_text")
+        groups.setdefault(r.adapter, []).append(i)
+    return groups
+
+
 def resolve_device(device: str) -> str:
     """`auto` -> cuda when a GPU is visible, else cpu."""
     if device != "auto":
@@ -140,12 +150,7 @@ class HFJudge:
 
     def score(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         results: list[JudgeResult | None] = [None] * len(requests)
-        groups: dict[str | None, list[int]] = {}
-        for i, r in enumerate(requests):
-            if r.prompt is None:
-                raise ValueError(f"request {r.id} has no rendered prompt; the hf backend needs prompt_text")
-            groups.setdefault(r.adapter, []).append(i)
-        for adapter, idx in groups.items():
+        for adapter, idx in _by_adapter(requests).items():
             with self._use_adapter(adapter):
                 for i, res in zip(idx, self._score_texts([requests[i].prompt for i in idx])):
                     results[i] = res
@@ -155,12 +160,7 @@ class HFJudge:
         """Greedy answers to rendered prompts (the policy generator): batched and left-padded as
         scoring is, stopping at the chat template's end tokens; `text` is the answer alone."""
         results: list[JudgeResult | None] = [None] * len(requests)
-        groups: dict[str | None, list[int]] = {}
-        for i, r in enumerate(requests):
-            if r.prompt is None:
-                raise ValueError(f"request {r.id} has no rendered prompt; the hf backend needs prompt_text")
-            groups.setdefault(r.adapter, []).append(i)
-        for adapter, idx in groups.items():
+        for adapter, idx in _by_adapter(requests).items():
             t0 = time.perf_counter()
             ids = self.tokenizer([requests[i].prompt for i in idx], add_special_tokens=False)["input_ids"]
             self.timing.tokenize_s += time.perf_counter() - t0
