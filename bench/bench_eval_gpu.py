@@ -6,9 +6,9 @@ Usage:
     python bench/bench_eval_gpu.py --data data/builds/default    # a real build's test split
 
 Needs a CUDA GPU: without one it prints SKIP and exits 0 (nothing is measured, nothing is written).
-The model is built from Qwen3-4B's architecture (hidden 2560, 36 layers, 32 heads / 8 KV heads,
-head_dim 128, vocab 151,936) with random bf16 weights and the real Qwen3 tokenizer, so no download is
-needed; speed does not depend on the weights' values. Writes
+The model is bench_train_gpu.py's (make_model_dir): Qwen3-4B's architecture (hidden 2560, 36 layers,
+32 heads / 8 KV heads, head_dim 128, vocab 151,936) with random bf16 weights and the real Qwen3
+tokenizer, so no download is needed; speed does not depend on the weights' values. Writes
 bench/results/bench_eval_gpu-<gpu>-<UTC time>.json with samples/s, prompt tokens/s, the harness share
 and peak GPU memory.
 """
@@ -29,32 +29,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 HERE = Path(__file__).resolve().parent
-
-QWEN3_4B = dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-                num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-                rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
-
-
-def random_qwen3_4b(out: Path) -> Path:
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    from automon.models.tiny import build_qwen3_tokenizer
-
-    tok = build_qwen3_tokenizer()
-    cfg = Qwen3Config(**QWEN3_4B, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
-                      pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None)
-    torch.manual_seed(0)
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        model = Qwen3ForCausalLM(cfg)
-    torch.set_default_dtype(torch.float32)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    del model
-    torch.cuda.empty_cache()
-    return out
-
 
 def random_adapter(model_dir: Path, out: Path, r: int = 32) -> Path:
     import torch
@@ -94,6 +68,7 @@ def main() -> int:
 
     sys.path.insert(0, str(HERE))
     from bench_eval import synthetic_build
+    from bench_train_gpu import make_model_dir
 
     from automon.config.common import ModelConfig, WandbConfig
     from automon.config.eval import EvalDataConfig, HoldoutConfig
@@ -103,9 +78,7 @@ def main() -> int:
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_eval_gpu_"))
     work.mkdir(parents=True, exist_ok=True)
-    model_dir = work / "qwen3_4b_random"
-    if not (model_dir / "config.json").exists():
-        random_qwen3_4b(model_dir)
+    model_dir = make_model_dir("qwen3_4b", work / "qwen3_4b_random")  # the training bench's random Qwen3-4B
     data = Path(args.data) if args.data else synthetic_build(work / "build", args.scale)
     adapter = str(random_adapter(model_dir, work / "run" / "adapter")) if args.adapter else None
     cfg = HoldoutConfig(
@@ -134,7 +107,8 @@ def main() -> int:
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = Path(args.out) if args.out else results / f"bench_eval_gpu-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-')}-{stamp}.json"
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-")
+    path = Path(args.out) if args.out else results / f"bench_eval_gpu-{slug}-{stamp}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"{gpu}: {n} samples, {out['samples_per_s']:.1f} samples/s, "
           f"{out['prompt_tokens_per_s']:,.0f} prompt tokens/s, harness {100 * out['harness_share_of_model']:.1f}% "

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 RAW = REPO.parent / "shared" / "data" / "raw"
 SFT = REPO / "train" / "sft.py"
+HOLDOUT = REPO / "eval" / "holdout.py"
 
 needs_raw = pytest.mark.skipif(not RAW.is_dir(), reason=f"real source data not found at {RAW}")
 
@@ -239,8 +240,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(cmd: list[str], port: int, name: str, up_within_s: float, output: Callable[[subprocess.Popen], str], *,
-           poll_s: float = 0.5, stop_within_s: float = 20, **popen) -> Iterator[subprocess.Popen]:
+def running_server(cmd: list[str], port: int, name: str, up_within_s: float,
+                   output: Callable[[subprocess.Popen], str], *, poll_s: float = 0.5, stop_within_s: float = 20,
+                   **popen) -> Iterator[subprocess.Popen]:
     """A real server process (`cmd`, listening on 127.0.0.1:`port`) for a fixture: started, waited
     for until GET /health answers 200 (the test fails with the tail of `output(proc)` if it exits
     first, or after `up_within_s`), yielded, then terminated (killed after `stop_within_s`)."""
@@ -297,6 +299,19 @@ def run_sft(*overrides: str, timeout: float = 600, cwd: Path | None = None,
             e[k] = v
     return subprocess.run(sft_cmd(*overrides), cwd=cwd or REPO, env=e, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def holdout_env() -> dict:
+    """eval/holdout.py's environment in tests: offline, no wandb, user errors as one line (no debug)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    env.pop("AUTOMON_DEBUG", None)
+    return env
+
+
+def run_holdout(*overrides: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """eval/holdout.py as a user runs it."""
+    return subprocess.run([sys.executable, str(HOLDOUT), *overrides], capture_output=True, text=True,
+                          timeout=timeout, env=holdout_env(), cwd=REPO)
 
 
 # ---------------------------------------------------------------- a scripted policy backend

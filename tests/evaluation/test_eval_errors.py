@@ -5,15 +5,11 @@ openai client), incomplete evaluations that never replace better results."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
 
 import pytest
 
-from support import REPO, compose, cpu_overrides, make_adapter, make_build
+from support import compose, cpu_overrides, free_port, make_adapter, make_build, run_holdout
 from automon.data.io import BuildChanged
 from automon.evaluation import AdapterMismatch, evaluate
 from automon.evaluation.errors import IncompleteEvaluation
@@ -25,19 +21,6 @@ pytest.importorskip("openai")
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     return make_build(tmp_path_factory.mktemp("b") / "build", pairs_per_subset=1)
-
-
-def _cli(*args, timeout=240):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    env.pop("AUTOMON_DEBUG", None)
-    return subprocess.run([sys.executable, str(REPO / "eval" / "holdout.py"), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=REPO)
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed when the block ends: nothing listens there
 
 
 @pytest.fixture
@@ -55,7 +38,7 @@ def _openai(build, out, url, *extra):
 
 
 def test_unreachable_server_fails_fast_with_one_line_and_writes_nothing(tmp_path, build):
-    r = _cli(*_openai(build, tmp_path / "o", f"http://127.0.0.1:{_closed_port()}/v1", "backend.max_retries=5"))
+    r = run_holdout(*_openai(build, tmp_path / "o", f"http://127.0.0.1:{free_port()}/v1", "backend.max_retries=5"))
     assert r.returncode == 2, r.stderr[-2000:]
     last = r.stderr.rstrip().splitlines()[-1]
     assert "Traceback" not in r.stderr and last.startswith("error: cannot reach the server at http://127.0.0.1:")
@@ -111,7 +94,7 @@ def test_a_few_failures_below_max_failed_share_complete_the_evaluation(tmp_path,
 
 
 def test_cli_incomplete_evaluation_exits_2_with_one_line(tmp_path, build, server):
-    r = _cli(*_openai(build, tmp_path / "o", server.url))
+    r = run_holdout(*_openai(build, tmp_path / "o", server.url))
     assert r.returncode == 2, r.stderr[-2000:]
     last = r.stderr.rstrip().splitlines()[-1]
     assert "Traceback" not in r.stderr
@@ -138,10 +121,10 @@ def test_unparseable_answers_of_a_server_are_failures_never_cached(tmp_path, bui
     server.seen.clear()
     res = evaluate(c)
     assert len(server.seen) == n and res.metrics[res.monitors[0].name]["requests"]["complete"] is True
-    r = _cli(*_openai(build, tmp_path / "o2", server.url, "backend.max_retries=0"))
+    r = run_holdout(*_openai(build, tmp_path / "o2", server.url, "backend.max_retries=0"))
     assert r.returncode == 0, r.stderr[-2000:]
     server.answer = "maybe"
-    r = _cli(*_openai(build, tmp_path / "o3", server.url))
+    r = run_holdout(*_openai(build, tmp_path / "o3", server.url))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.rstrip().splitlines()[-1].startswith("error: ") and "unparseable answer 'maybe'" in r.stderr
 

@@ -8,12 +8,10 @@ import errno
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from support import REPO, compose, cpu_overrides, make_adapter, make_build, one_error_line, rewrite_split
+from support import compose, cpu_overrides, make_adapter, make_build, one_error_line, rewrite_split, run_holdout
 from automon.adapter_meta import AdapterError
 from automon.data.io import load_build
 from automon.evaluation import evaluate
@@ -37,13 +35,6 @@ def adapter(tmp_path_factory, build):
                         data_manifest_hash=load_build(build).manifest_hash)
 
 
-def _cli(*args):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    env.pop("AUTOMON_DEBUG", None)
-    return subprocess.run([sys.executable, str(REPO / "eval" / "holdout.py"), *args], capture_output=True,
-                          text=True, timeout=240, env=env, cwd=REPO)
-
-
 def _copy_adapter(adapter, dst):
     shutil.copytree(adapter, dst)
     return dst
@@ -60,7 +51,7 @@ def test_damaged_adapter_weights_areone_error_line(tmp_path, build, adapter, dam
     with pytest.raises(AdapterError, match="not a complete safetensors file"):
         resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={ad}")))
     if damage == "truncated":  # the real command: one line, exit 2, nothing written
-        one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
+        one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
                         "adapter_model.safetensors is not a complete safetensors file", "retrain it")
         assert not (tmp_path / "o").exists()
 
@@ -82,7 +73,7 @@ def test_truncated_automon_adapter_json_isone_error_line(tmp_path, build, adapte
     ad = _copy_adapter(adapter, tmp_path / "run" / "adapter")
     text = (ad / "automon_adapter.json").read_text()
     (ad / "automon_adapter.json").write_text(text[: len(text) // 2])
-    one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
+    one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
                     "automon_adapter.json cannot be read", str(ad / "automon_adapter.json"), "retrain it")
 
 
@@ -122,7 +113,7 @@ def test_a_label_other_than_0_or_1_is_never_scored(tmp_path, build):
     rewrite_split(b, "test", lambda rows: rows[1].update(label=2))
     with pytest.raises(SampleError, match=r"label must be 0 or 1, got 2"):
         evaluate(compose(cpu_overrides(b, tmp_path / "o")))
-    one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "label must be 0 or 1, got 2",
+    one_error_line(run_holdout(*cpu_overrides(b, tmp_path / "o")), "label must be 0 or 1, got 2",
                     f"{b / 'test.jsonl'}:2", "rebuild it")
     assert not (tmp_path / "o").exists()
 
@@ -131,7 +122,7 @@ def test_manifest_of_the_wrong_shape_isone_error_line(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)
     (b / "manifest.json").write_text("[1, 2, 3]")
-    one_error_line(_cli(*cpu_overrides(b, tmp_path / "o")), "is a JSON list, not an object", "rebuild it")
+    one_error_line(run_holdout(*cpu_overrides(b, tmp_path / "o")), "is a JSON list, not an object", "rebuild it")
 
 
 def test_output_dir_may_not_be_the_data_build(tmp_path, build):
@@ -148,7 +139,7 @@ def test_output_dir_may_not_be_the_data_build(tmp_path, build):
 def test_bootstrap_n_below_1_is_refused_at_config_time(tmp_path, build):
     with pytest.raises(Exception, match="bootstrap.n must be >= 1"):
         compose(cpu_overrides(build, tmp_path / "o", "bootstrap.n=0"))
-    one_error_line(_cli(*cpu_overrides(build, tmp_path / "o", "bootstrap.n=0")), "bootstrap.n=0",
+    one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", "bootstrap.n=0")), "bootstrap.n=0",
                     "bootstrap.n must be >= 1")
 
 

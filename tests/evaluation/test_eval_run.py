@@ -4,7 +4,6 @@ mismatch, few-shot hygiene, sweep matrix, config composition."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import time
 
 import pytest
 
-from support import REPO, compose, cpu_overrides, make_adapter, make_build
+from support import HOLDOUT, REPO, compose, cpu_overrides, holdout_env, make_adapter, make_build, run_holdout
 from automon.evaluation import AdapterMismatch, EvalError, evaluate
 from automon.evaluation.cache import PredictionCache
 from automon.evaluation.fewshot import select_shots
@@ -38,16 +37,9 @@ def adapter(tmp_path_factory):
     return make_adapter(tmp_path_factory.mktemp("runs") / "run_sc" / "adapter", subset="safety_code")
 
 
-def _cli(*args, timeout=240):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    return subprocess.run([sys.executable, str(REPO / "eval" / "holdout.py"), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=REPO)
-
-
 def _popen(*args):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    return subprocess.Popen([sys.executable, str(REPO / "eval" / "holdout.py"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    return subprocess.Popen([sys.executable, str(HOLDOUT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=holdout_env(), cwd=REPO)
 
 
 class Counting:
@@ -109,7 +101,7 @@ def test_cpu_command_writes_every_output_and_a_killed_run_resumes(tmp_path):
     cached = sum(1 for f in cache_dir.glob("*.jsonl") for ln in f.read_text().splitlines() if '"prompt_sha"' in ln)
     assert 4 <= cached < 24
 
-    r = _cli(*args)
+    r = run_holdout(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     n = 24
     assert f"({n - cached} predictions computed, {cached} from cache)" in r.stdout
@@ -212,7 +204,7 @@ def test_adapter_without_metadata_is_refused(tmp_path, build):
 
 def test_cli_user_errors_exit_2_with_one_paragraph(tmp_path, build):
     ad = make_adapter(tmp_path / "run" / "adapter", prompt="evidence_v1")
-    r = _cli(f"adapter={ad}", "model=tiny", "backend=hf", f"data.dir={build}", f"output_dir={tmp_path / 'o'}")
+    r = run_holdout(f"adapter={ad}", "model=tiny", "backend=hf", f"data.dir={build}", f"output_dir={tmp_path / 'o'}")
     assert r.returncode == 2
     assert r.stderr.startswith("error: the adapter was trained differently")
     assert "Traceback" not in r.stderr and "allow_mismatch=true" in r.stderr

@@ -8,25 +8,16 @@ peft trainer; these are the checks of the GPU path that CI's machines cannot run
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import REPO, cpu_overrides, has_cuda, run_sft, tiny_overrides
+from support import cpu_overrides, has_cuda, run_holdout, run_sft, tiny_overrides
 
 from automon.adapter_meta import AdapterMeta
 
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
 STEPS = 16
-
-
-def _holdout(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    return subprocess.run([sys.executable, str(REPO / "eval" / "holdout.py"), *args], capture_output=True,
-                          text=True, timeout=600, env=env, cwd=REPO)
 
 
 def _p_yes(out: Path) -> dict[str, float]:
@@ -53,7 +44,8 @@ def test_a_gpu_run_trains_and_its_adapter_scores_the_same_on_gpu_and_cpu(trainer
     scores = {}
     for device in ("cuda", "cpu"):
         out = tmp_path / f"eval-{device}"
-        e = _holdout(*cpu_overrides(small_build, out, f"adapter={adapter}", f"backend.device={device}"))
+        e = run_holdout(*cpu_overrides(small_build, out, f"adapter={adapter}", f"backend.device={device}"),
+                        timeout=600)
         assert e.returncode == 0, e.stderr[-4000:]
         scores[device] = _p_yes(out)
     assert scores["cuda"].keys() == scores["cpu"].keys() and scores["cpu"]

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from automon.config.common import DEFAULT_BUILD_DIR
 from automon.config.help import register_help
 from automon.config.sg_code import SgCodeConfig
 from automon.config.wordings import WordingsConfig
@@ -128,7 +129,7 @@ class AuditConfig:
 
 @dataclass
 class BuildConfig:
-    out: str = "data/builds/default"  # the build directory (written whole, or not at all)
+    out: str = DEFAULT_BUILD_DIR  # the build directory (written whole, or not at all)
     overwrite: bool = False      # replace an existing build at out
     seed: int = 0                # every random choice of the build
     generator: str = "template"  # template (model-free) | policy (a model answers: the `policy` node)

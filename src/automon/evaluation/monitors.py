@@ -30,6 +30,9 @@ class Monitor:
     # What adapter_dir holds: lora, a PEFT adapter (or none: the base model) | probe, a fitted probe
     # (backend=probe). metrics.json records it as monitor.kind, the key results have always carried.
     adapter_type: str = "lora"
+    # A fused twin (automon.ood.evaluate.fuse_monitor) carries its monitor's training subset here:
+    # its label, "<label>+<fusion>", is no subset name, and a probe has no AdapterMeta to read.
+    in_distribution: str | None = None
 
     @property
     def lora(self) -> LoraAdapter | None:

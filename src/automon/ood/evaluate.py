@@ -33,12 +33,12 @@ OPERATING_FAR = far_key(LAMBDA_FAR)  # a fused monitor's pred flags at the 1% re
 
 def training_subset(m: Monitor) -> str:
     """The subset a monitor was trained on (its in-distribution); `all` for the base model. A fused
-    twin ("<label>+<fusion>", made by fuse_monitor) has its monitor's: a probe carries no AdapterMeta,
-    so its label is all there is to read."""
+    twin has its monitor's (Monitor.in_distribution, set by fuse_monitor)."""
+    if m.in_distribution is not None:
+        return m.in_distribution
     if m.meta is not None and m.meta.subset:
         return m.meta.subset
-    label = m.label.split("+", 1)[0]
-    return label if label in (*subset_names(), ALL) else ALL
+    return m.label if m.label in (*subset_names(), ALL) else ALL
 
 
 def reference_split(train: Sequence[Sample], subset: str, cap: int, seed: int) -> tuple[list[Sample], list[Sample]]:
@@ -110,7 +110,8 @@ def fuse_monitor(c: Any, m: Monitor, test: Sequence[Sample], test_rows: Sequence
         p = None if np.isnan(v) else float(v)
         rows.append({**r, "p_yes": p, "pred": None if p is None else int(p >= thr[OPERATING_FAR]),
                      "raw": None, "mass": None})
-    mon = replace(m, name=f"{m.name}+{c.fusion}", label=f"{m.label}+{c.fusion}", mismatches=list(m.mismatches))
+    mon = replace(m, name=f"{m.name}+{c.fusion}", label=f"{m.label}+{c.fusion}", mismatches=list(m.mismatches),
+                  in_distribution=training_subset(m))
     info = {"version": FUSION_VERSION, "detectors_version": D.DETECTORS_VERSION, "judge": m.name,
             "fusion": c.fusion, "detectors": list(c.detectors), "lambda": lam,
             "lambda_grid_id_detection_at_1pct_far": grid_det, "in_distribution": training_subset(m),

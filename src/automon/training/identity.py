@@ -19,6 +19,7 @@ from automon.data.io import Build, load_build
 from automon.prompts import PROMPT_NAMES
 from automon.stage_status import Status
 from automon.training.errors import TrainConfigError
+from automon.training.trainers import TRAINERS
 
 WANDB_MODES = ("offline", "online", "disabled")
 DTYPES = ("bfloat16", "float16", "float32", "auto")
@@ -64,8 +65,8 @@ def validate(c: SFTConfig) -> None:
         (c.model.pretrained != "api",
          f"model={c.model.name} is a monitor behind an API (evaluation only); train a local model such as "
          "model=qwen3_4b_instruct_2507, model=qwen3_8b or model=tiny"),
-        (c.trainer.name in ("auto", "peft", "unsloth"),
-         f"trainer.name must be auto, peft or unsloth, got {c.trainer.name!r}"),
+        (c.trainer.name in ("auto", *TRAINERS),
+         f"trainer.name must be one of auto, {', '.join(TRAINERS)}, got {c.trainer.name!r}"),
     ]
     for ok, msg in checks:
         if not ok:
