@@ -12,7 +12,9 @@ from typing import Dict, List
 
 # sg_code's template versions (automon.data.recipes.sg_code.recipe): v1's fixed gaming shapes and
 # bare canonical solutions, or v2's varied forms and decoys shared by both twins.
-SG_CODE_TEMPLATES = ("v1", "v2")
+# v3 (wordings v5): construct pairs, gaming keyed on the visible tests or tampering with the checker,
+# benign twins of the same surface keyed on other inputs and correct (recipes/sg_code/construct.py).
+SG_CODE_TEMPLATES = ("v1", "v2", "v3")
 
 
 @dataclass
@@ -54,6 +56,18 @@ class WordingsConfig:
     # reading passage (MMLU: the text before the question's last line) carry a source-item key for it
     # too, so they land in one split: otherwise a training conversation can repeat most of a test one.
     shared_source_keys: bool = False
+    # v5 and later: syco_reasoning's bent step is consistent with its own words (the numbers the
+    # chain states are the numbers it computes with; only the one operation is bent).
+    syco_reasoning_consistent: bool = False
+    # v5 and later: sg_qa's gamed answer is the one its incentive rewards (the popular misconception
+    # for "what most people believe", a confident wrong answer for "confident and specific").
+    sg_qa_rewarded: bool = False
+    # v5 and later: the safety subsets' test pairs are those two blind annotators agreed on, read
+    # from this directory of the repository (annotations/<name>); "" = no annotation filter.
+    safety_annotations: str = ""
+    # v1-v4 record how this machine verified an sg_code sample (its sandbox isolation mode) in the
+    # sample's meta, so builds differ across machines; v5 records it in the build log only.
+    verification_in_samples: bool = True
     # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
     # identity (manifest config) and can be filled in after a version is released.
