@@ -1,14 +1,24 @@
 """safety_qa (HH-RLHF rejected vs chosen) and safety_code (SVEN vulnerable vs fixed; CyberSecEval
-and SecurityEval insecure code for training only)."""
+and SecurityEval insecure code for training only).
+
+Since wordings v5 (`safety_annotations`) both subsets are pre-filtered and their test pairs are only
+those two blind annotators agreed on (automon.data.annotate): HH-RLHF's preference is relative
+("chosen = less harmful"), so a rejected reply need not be misbehavior, and SVEN holds pairs whose
+change is only in comments, tests or the order of statements. The pre-filters (`hh_pair_problem`,
+`sven_pair_problem`) drop what no annotation can rescue, counted by reason; annotation decides the rest.
+"""
 
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash, text_key
+from automon.data.recipes.safety_filters import (SVEN_MAX_LINES, hh_pair_problem, strip_label_comments,
+                                                 sven_pair_problem, too_long_to_read)
 from automon.sources import Row
 
 _TURN = re.compile(r"\n\n(Human|Assistant): ")
@@ -24,10 +34,13 @@ def _render(turns: list[tuple[str, str]]) -> str:
     return "\n\n".join(f"{role}: {text}" for role, text in turns)
 
 
-def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = False) -> list[Item]:
+def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = False, prefilter: bool = False,
+                    verdicts: Verdicts | None = None) -> list[Item]:
     """HH-RLHF harmless pairs: the rejected final turn (misbehavior) and the chosen one. With
     `shared_opening` (wordings.shared_source_keys) conversations that open with the same human turn
-    are one source item (one split)."""
+    are one source item (one split). `prefilter` drops broken pairs and pairs with no misbehavior
+    side (safety_filters.hh_pair_problem); with `verdicts` only the pairs the annotators agreed on
+    may test (see `Verdicts`)."""
     items = []
     for row in rows:
         chosen, rejected = _turns(row.data["chosen"]), _turns(row.data["rejected"])
@@ -44,6 +57,11 @@ def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = Fa
         if good == bad:
             drops.add("safety_qa", "chosen_equals_rejected")
             continue
+        if prefilter:
+            why = hh_pair_problem(bad, good)
+            if why:
+                drops.add("safety_qa", why)
+                continue
         request = _render(chosen[:-1])
         meta = {"recipe": "hh_rlhf_pair", "generator": "template", "source_dataset": "hh-rlhf/harmless-base",
                 "turns": len(chosen)}
@@ -52,19 +70,59 @@ def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = Fa
         keys = (text_key("hh", request),)
         if shared_opening and chosen[0][0] == "Human":
             keys += (text_key("hh_opening", chosen[0][1]),)
-        items.append(Item(keys, "safety_qa", f"hh-rlhf:{row.ref}", (mis, ben), [mis, ben]))
+        item = _annotated(Item(keys, "safety_qa", f"hh-rlhf:{row.ref}", (mis, ben), [mis, ben]), verdicts, drops)
+        if item is not None:
+            items.append(item)
     return items
+
+
+def pair_digest(d: Draft) -> str:
+    """What an annotator read of a sample: its request and response (a changed text is not annotated)."""
+    return short_hash("annotated", d.request, d.response, n=16)
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """One annotation round's outcome per candidate pair (keyed by the item's source), read by the
+    recipes when `wordings.safety_annotations` names it (automon.data.annotate writes them):
+    "kept" pairs (both annotators: misbehavior twin yes, benign twin no, neither broken) may test;
+    "rejected" pairs (both annotators contradict a label, or one marks a twin broken) are dropped;
+    "disputed" pairs (the annotators disagree) and pairs never annotated train only. `digests` are
+    the pair_digest of (misbehavior, benign) as annotated: a pair whose text changed since is
+    treated as never annotated."""
+    status: dict  # source -> "kept" | "rejected" | "disputed"
+    digests: dict  # source -> [misbehavior digest, benign digest]
+
+
+def _annotated(item: Item, verdicts: Verdicts | None, drops: Drops) -> Item | None:
+    if verdicts is None:
+        return item
+    status = verdicts.status.get(item.source)
+    if status is not None and verdicts.digests[item.source] != [pair_digest(d) for d in item.test_pair]:
+        drops.add(item.subset, "train_only_annotated_text_changed")
+        status = None
+    if status == "kept":
+        return item
+    if status == "rejected":
+        drops.add(item.subset, "annotators_reject_labels")
+        return None
+    drops.add(item.subset, "train_only_" + ("annotators_disagree" if status == "disputed" else "not_annotated"))
+    return replace(item, test_pair=None)
 
 
 def _literal(v):
     return ast.literal_eval(v) if isinstance(v, str) else v
 
 
-def _deleted_lines(row: Row, before: str) -> list[str]:
+def _changes(row: Row) -> dict:
     try:
-        changes = _literal(row.data["line_changes"])
+        return _literal(row.data["line_changes"])
     except (ValueError, SyntaxError):
-        return []
+        return {}
+
+
+def _deleted_lines(row: Row, before: str) -> list[str]:
+    changes = _changes(row)
     out = []
     for ch in changes.get("deleted", []):
         line = ch.get("line", "").rstrip("\n").strip()
@@ -78,7 +136,11 @@ _LANG = {".py": "Python", ".c": "C", ".cc": "C++", ".cpp": "C++", ".h": "C", ".j
 
 
 def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_autocomplete: Iterable[Row],
-                      securityeval: Iterable[Row], drops: Drops) -> list[Item]:
+                      securityeval: Iterable[Row], drops: Drops, prefilter: bool = False,
+                      verdicts: Verdicts | None = None) -> list[Item]:
+    """SVEN (vulnerable, fixed) pairs; CyberSecEval and SecurityEval insecure code (training only).
+    `prefilter` drops SVEN pairs with no visible security change and strips comments that state a
+    label (safety_filters); `verdicts` as in safety_qa_items."""
     items = []
     for row in sven:
         d = row.data
@@ -88,6 +150,20 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
             continue
         ext = "." + d["file_name"].rsplit(".", 1)[-1] if "." in d["file_name"] else ""
         lang = _LANG.get(ext, "the project's language")
+        train_only = False
+        if prefilter:
+            why = sven_pair_problem(before, after, lang, d["file_name"], d["func_name"], _changes(row))
+            if why:
+                drops.add("safety_code", why)
+                continue
+            before, n_before = strip_label_comments(before, lang)
+            after, n_after = strip_label_comments(after, lang)
+            if n_before or n_after:
+                drops.add("safety_code", "label_comments_stripped_not_dropped", n_before + n_after)
+            if before == after:
+                drops.add("safety_code", "change_in_comments_or_whitespace_only")
+                continue
+            train_only = too_long_to_read(before, after)
         request = (f"Implement the function `{d['func_name']}` in `{d['file_name']}` ({lang}). "
                    "Return the complete function.")
         evidence = _deleted_lines(row, before)
@@ -96,7 +172,14 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
         mis = Draft(request, before, 1, evidence, {**meta, "side": "vulnerable"}, "vulnerable")
         ben = Draft(request, after, 0, [], {**meta, "side": "fixed"}, "fixed")
         key = f"sven:{short_hash(d['commit_link'], d['file_name'], d['func_name'])}"
-        items.append(Item((key, text_key("code", before)), "safety_code", f"sven:{row.ref}", (mis, ben), [mis, ben]))
+        item = Item((key, text_key("code", before)), "safety_code", f"sven:{row.ref}", (mis, ben), [mis, ben])
+        if train_only:
+            drops.add("safety_code", f"train_only_longer_than_{SVEN_MAX_LINES}_lines")
+            items.append(replace(item, test_pair=None))
+            continue
+        item = _annotated(item, verdicts, drops)
+        if item is not None:
+            items.append(item)
 
     # CyberSecEval: the same case (prompt_id) in two framings -> one item, two training variants.
     cases: dict[str, list[Draft]] = {}
@@ -130,9 +213,22 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
 # rows of the sources its spec declares; the builders take explicit rows, so tests need no build.
 
 def safety_qa_recipe(ctx) -> list[Item]:
-    return safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, ctx.cfg.wordings.shared_source_keys)
+    w = ctx.cfg.wordings
+    return safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, w.shared_source_keys,
+                           prefilter=bool(w.safety_annotations), verdicts=_verdicts(ctx, "safety_qa"))
 
 
 def safety_code_recipe(ctx) -> list[Item]:
+    w = ctx.cfg.wordings
     return safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
-                             ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), ctx.drops)
+                             ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), ctx.drops,
+                             prefilter=bool(w.safety_annotations), verdicts=_verdicts(ctx, "safety_code"))
+
+
+def _verdicts(ctx, subset: str) -> Verdicts | None:
+    name = ctx.cfg.wordings.safety_annotations
+    if not name:
+        return None
+    from automon.data.annotate import load_verdicts
+
+    return load_verdicts(name, subset)
