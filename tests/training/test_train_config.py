@@ -104,15 +104,20 @@ def test_config_diff_ignores_non_identity_keys():
 
 @pytest.mark.parametrize("overrides", [
     (), ("model=tiny", "trainer=peft", "train.max_steps=5"),
-    ("subset=all", "model=qwen3_8b", "prompt=evidence_v1", "train.group_by_length=false")])
+    ("subset=all", "model=qwen3_8b", "prompt=evidence_v1", "train.group_by_length=false"),
+    ("train.packing=false",), ("train.packing=false", "train.grad_accum=3")])
 def test_trl_sft_config_builds_on_cpu(tmp_path, overrides):
     from automon.training.sft_args import make_sft_args
 
     c = _typed(*overrides)
     args = make_sft_args(c, tmp_path, on_cuda=False, report_to=[])
+    # TRL never packs: automon does (train.packing), one pack per micro-batch
     assert args.use_cpu and not args.bf16 and args.max_length is None and not args.packing
-    assert args.per_device_train_batch_size * args.gradient_accumulation_steps == \
-        c.train.batch_size * c.train.grad_accum
+    if c.train.packing:
+        assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (1, 1)
+    else:  # as before packing: 2 x 8 unless set
+        assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == \
+            (c.train.batch_size, c.train.grad_accum or 8)
     assert args.output_dir == str(tmp_path / "checkpoints")
 
 

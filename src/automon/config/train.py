@@ -1,8 +1,9 @@
 """Schema of conf/sft.yaml (train/sft.py). Unknown keys and typos fail at start-up.
 
 Defaults are automon's (the paper's hyperparameters are unpublished): LoRA r=32, alpha=32,
-lr 1e-4, 3 epochs, effective batch 16 (2 per device x 8 accumulation). docs/training.md gives the
-rationale for each value.
+lr 1e-4, 3 epochs, packed micro-batches of up to max_seq_length tokens, one per optimizer step
+(unpacked: effective batch 16 = 2 per device x 8 accumulation). docs/training.md gives the rationale
+for each value.
 """
 
 from __future__ import annotations
@@ -44,8 +45,18 @@ class TrainSection:
     lr: float = 1e-4               # peak learning rate
     epochs: float = 3.0            # passes over the corpus (unless max_steps)
     max_steps: int = -1            # optimizer steps; -1 = train for epochs (0 is refused)
-    batch_size: int = 2            # per device; x grad_accum = effective batch
-    grad_accum: int = 8            # micro-batches per optimizer step
+    # Padding-free packing: a micro-batch is one pack of whole examples laid end to end (position ids
+    # restart per example, no attention across examples), up to tokens_per_step tokens.
+    # false: batch_size examples per micro-batch, padded to the longest (the training before packing).
+    packing: bool = True
+    # Token budget of one packed micro-batch (one forward/backward); null = max_seq_length, so a pack never
+    # needs more memory than the longest single example. Provisional until measured on the GPU
+    # (docs/training.md#packing).
+    tokens_per_step: Optional[int] = None
+    batch_size: int = 2            # examples per micro-batch, unpacked only (packed: one pack)
+    # Micro-batches per optimizer step; null = 1 packed (a step of tokens_per_step tokens), 8 unpacked
+    # (2 x 8 = 16 examples, as before packing).
+    grad_accum: Optional[int] = None
     # Tokens per sample (prompt + answer). Longer samples get their RESPONSE shortened in the
     # middle; clamped to model.max_position_embeddings.
     max_seq_length: int = 32768
@@ -57,8 +68,14 @@ class TrainSection:
     logging_steps: int = 10        # metrics.jsonl / log line every N steps
     save_steps: int = 250          # checkpoint every N optimizer steps (and on SIGTERM/SIGUSR1)
     save_total_limit: int = 2      # checkpoints kept
-    # Sample batches of similar length (less padding; matters with a long-tailed length mix).
+    # Unpacked only: sample batches of similar length (less padding with a long-tailed length mix).
     group_by_length: bool = True
+
+    def accumulation(self) -> int:
+        """train.grad_accum with its null resolved (1 packed, 8 unpacked)."""
+        if self.grad_accum is not None:
+            return self.grad_accum
+        return 1 if self.packing else 8
 
 
 @dataclass

@@ -7,6 +7,7 @@ run stays finished, an unfinished one resumes).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import automon.training.rundir as rd
 from automon.config.train import SFTConfig
 from automon.data.io import Build, load_build
 from automon.prompts import PROMPT_NAMES
-from automon.stage_status import Status
+from automon.stage_status import Status, flatten
 from automon.training.errors import TrainConfigError
 from automon.training.trainers import TRAINERS
 
@@ -37,7 +38,10 @@ def validate(c: SFTConfig) -> None:
     checks = [
         (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
         (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
-        (t.grad_accum >= 1, f"train.grad_accum must be >= 1, got {t.grad_accum}"),
+        (t.grad_accum is None or t.grad_accum >= 1, f"train.grad_accum must be >= 1 (or null), got {t.grad_accum}"),
+        (t.tokens_per_step is None or t.tokens_per_step >= 256,
+         f"train.tokens_per_step={t.tokens_per_step} is out of range (train.tokens_per_step); use null "
+         "(= train.max_seq_length) or a token budget >= 256 per packed micro-batch"),
         (t.max_steps == -1 or t.max_steps >= 1,
          f"train.max_steps={t.max_steps} is out of range (train.max_steps); use -1 (train for train.epochs) "
          "or a number of optimizer steps >= 1"),
@@ -98,8 +102,30 @@ def resolve(cfg: Any) -> ResolvedRun:
     label = rd.subset_label(subsets)
     run_dir = run_dir_for(c, label)
     resolved["output_dir"] = str(run_dir)
+    # null grad_accum depends on train.packing: record the number trained with (8 reproduces older runs)
+    c.train.grad_accum = resolved["train"]["grad_accum"] = c.train.accumulation()
     return ResolvedRun(c, resolved, subsets, label, run_dir, load_build(c.data.dir))
 
 
+# Keys added to the training config after runs were recorded without them, with the value that trains
+# exactly as those runs did: a run recorded without the key is the run of a config that has that value
+# (train.packing=false finds a run from before packing; the packed default is a different run).
+ADDED_KEYS = {"train.packing": False, "train.tokens_per_step": None}
+
+
+def _as_recorded(r: ResolvedRun) -> dict:
+    """r.resolved without the ADDED_KEYS that the run dir's config.yaml lacks, where they have their old value."""
+    try:
+        old = flatten(OmegaConf.to_container(OmegaConf.load(r.run_dir / "config.yaml")))
+    except Exception:  # noqa: BLE001 - absent or damaged: rundir.run_status says what is wrong with it
+        return r.resolved
+    cfg = copy.deepcopy(r.resolved)
+    for key, value in ADDED_KEYS.items():
+        section, name = key.split(".")
+        if key not in old and name in cfg.get(section, {}) and cfg[section][name] == value:
+            del cfg[section][name]
+    return cfg
+
+
 def run_status(r: ResolvedRun) -> Status:
-    return rd.run_status(r.run_dir, r.resolved, r.build.manifest_hash, str(r.build.path))
+    return rd.run_status(r.run_dir, _as_recorded(r), r.build.manifest_hash, str(r.build.path))

@@ -130,6 +130,27 @@ class SeededLengthGroupedSampler:
         return iter(get_length_grouped_indices(self.lengths, self.group_size, generator=g))
 
 
+class SeededShuffleSampler:
+    """A permutation of range(n) drawn from seed + epoch (the packs' order): like SeededLengthGroupedSampler,
+    it depends only on (seed, epoch), so a resumed run visits the same next pack."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = int(n), seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        import torch
+
+        g = torch.Generator()
+        g.manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+
 def make_trainer_class(base: type, label_only_loss: bool) -> type:
     """`base` (TRL's SFTTrainer, possibly Unsloth-patched) + automon's loss and log additions."""
 
@@ -139,10 +160,12 @@ def make_trainer_class(base: type, label_only_loss: bool) -> type:
         def _get_train_sampler(self, train_dataset=None):
             # self.train_dataset still has our "length" column; the one passed in had it removed.
             ds = self.train_dataset
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            if "seq_lengths" in ds.column_names:  # packed (automon.training.packing): one pack per micro-batch
+                return SeededShuffleSampler(len(ds), seed)
             if self.args.train_sampling_strategy == "group_by_length" and "length" in ds.column_names:
                 return SeededLengthGroupedSampler(
-                    ds["length"], self.args.train_batch_size * self.args.gradient_accumulation_steps,
-                    self.args.data_seed if self.args.data_seed is not None else self.args.seed)
+                    ds["length"], self.args.train_batch_size * self.args.gradient_accumulation_steps, seed)
             return super()._get_train_sampler(train_dataset)
 
         if label_only_loss:
@@ -156,6 +179,28 @@ def make_trainer_class(base: type, label_only_loss: bool) -> type:
             super().log(logs, start_time)
 
     return AutomonSFTTrainer
+
+
+def packed_or_not(cfg, tokenizer, dataset, max_seq_length: int, seq_lengths_kwarg: bool):
+    """(train dataset, data collator or None, packing summary or None) for a trainer plug-in.
+
+    With train.packing the examples are packed (automon.training.packing) and the packed rows checked
+    against the examples (rule 5); without it the examples go to TRL's padding collator as before."""
+    if not cfg.train.packing:
+        return dataset, None, None
+    from automon.training.data import end_of_turn_token
+    from automon.training.packing import PackCollator, pack_dataset, verify_packs
+    from automon.training.sft_args import tokens_per_step
+
+    t0 = time.perf_counter()
+    budget = tokens_per_step(cfg, max_seq_length)
+    packs, stats = pack_dataset(dataset, budget, cfg.train.seed)
+    verify_packs(tokenizer, packs, dataset, end_of_turn_token(tokenizer))
+    summary = stats.summary()
+    log.info("packed %d examples into %d micro-batches of <= %d tokens (%.1f examples each, %.1f%% of the budget "
+             "filled, %d examples over it trained alone) in %.1f s", stats.examples, stats.packs, budget,
+             summary["examples_per_pack"], 100 * stats.fill, stats.over_budget, time.perf_counter() - t0)
+    return packs, PackCollator(with_seq_lengths=seq_lengths_kwarg), summary
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,9 +250,12 @@ def _build_peft(cfg, model_path: str, tokenizer, train_dataset, sft_args, callba
             attn_implementation=cfg.trainer.attn_implementation)
     except Exception as e:  # noqa: BLE001 - re-raised with what to do
         raise ModelLoadError(_offline_hint(model_path, e)) from e
+    train_dataset, collator, packing = packed_or_not(cfg, tokenizer, train_dataset, max_seq_length, False)
     cls = make_trainer_class(SFTTrainer, label_only_loss=True)
-    return cls(model=model, args=sft_args, train_dataset=train_dataset, processing_class=tokenizer,
-               peft_config=_lora_config(cfg), callbacks=callbacks)
+    trainer = cls(model=model, args=sft_args, train_dataset=train_dataset, processing_class=tokenizer,
+                  peft_config=_lora_config(cfg), callbacks=callbacks, data_collator=collator)
+    trainer.automon_packing = packing
+    return trainer
 
 
 def _prepare_unsloth() -> None:
@@ -225,11 +273,15 @@ def _build_unsloth(cfg, model_path: str, tokenizer, train_dataset, sft_args, cal
 
     from automon.models.loading import ModelLoadError, _offline_hint
 
+    from automon.training.sft_args import tokens_per_step
+
     gc = sft_args.gradient_checkpointing
+    # A pack may be longer than max_seq_length when train.tokens_per_step is; Unsloth refuses longer inputs.
+    longest = max(max_seq_length, tokens_per_step(cfg, max_seq_length)) if cfg.train.packing else max_seq_length
     try:
         # Our own tokenizer renders and tokenises (byte-identical to evaluation); Unsloth's copy is unused.
         model, _ = FastLanguageModel.from_pretrained(
-            model_name=model_path, max_seq_length=max_seq_length,
+            model_name=model_path, max_seq_length=longest,
             dtype=None if cfg.model.dtype == "auto" else _torch_dtype(cfg.model.dtype, True),
             load_in_4bit=cfg.trainer.load_in_4bit, full_finetuning=False, fix_tokenizer=False,
             revision=cfg.model.revision, random_state=cfg.train.seed,
@@ -242,9 +294,14 @@ def _build_unsloth(cfg, model_path: str, tokenizer, train_dataset, sft_args, cal
         bias="none", use_gradient_checkpointing="unsloth" if gc else False, random_state=cfg.train.seed)
     # Unsloth runs its own (offloaded) checkpointing; the Trainer must not wrap the model again.
     sft_args.gradient_checkpointing = False
+    # Unsloth's attention keeps packed examples apart by `packed_seq_lengths` (flash-attn varlen, xformers
+    # block-diagonal or an SDPA block mask, whichever it has); position ids alone do not reach it.
+    train_dataset, collator, packing = packed_or_not(cfg, tokenizer, train_dataset, max_seq_length, True)
     cls = make_trainer_class(SFTTrainer, label_only_loss=False)
-    return cls(model=model, args=sft_args, train_dataset=train_dataset, processing_class=tokenizer,
-               callbacks=callbacks)
+    trainer = cls(model=model, args=sft_args, train_dataset=train_dataset, processing_class=tokenizer,
+                  callbacks=callbacks, data_collator=collator)
+    trainer.automon_packing = packing
+    return trainer
 
 
 TRAINERS["peft"] = TrainerPlugin("peft", _prepare_peft, _build_peft)
