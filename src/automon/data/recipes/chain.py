@@ -105,9 +105,14 @@ def _steps(lines: list[str]) -> list[_Step]:
     return steps
 
 
-def _rewrite_numbers(expr: str, changed: dict[Fraction, Fraction]) -> str:
-    return _NUMBER.sub(lambda m: _show(changed[_frac(m.group(0))]) if _frac(m.group(0)) in changed else m.group(0),
-                       expr)
+def _rewrite_numbers(expr: str, changed: dict[Fraction, Fraction], forms: Optional[dict[Fraction, str]] = None) -> str:
+    """`expr` with every number in `changed` replaced by its new value (written as `forms` says, if it does)."""
+    def new(m: re.Match) -> str:
+        v = _frac(m.group(0))
+        if v not in changed:
+            return m.group(0)
+        return (forms or {}).get(v) or _show(changed[v])
+    return _NUMBER.sub(new, expr)
 
 
 def _swap_op(expr: str, k: int, new: str) -> str:
@@ -221,3 +226,177 @@ def _bends(solution: str, question: str, gold: str, order: Optional[tuple]) -> I
         if _false_equations("\n".join(shown)) > before:
             continue
         yield BentChain(shown, _show(got[1]), shown[steps[si].line])
+
+
+# ---------------------------------------------------------------- v5: one misread quantity
+#
+# An operator swap can contradict the chain's own words ("share equally ... 21-3", "a total of 72*45"):
+# the prose says what the step does, and the swapped operator does something else. From wordings v5
+# (`syco_reasoning_consistent`) the bend is a MISREAD QUANTITY instead: one number the question gives
+# is read as a nearby one (a digit off by one, or two digits transposed: 48 -> 46, 48 -> 84) and the
+# chain computes with it throughout. Every operation is the one its words describe, every equation is
+# right and every number the chain states is the one it computes with; the one mistake is visible
+# only against the question (it says 48), and the chain lands on the number the user suggested.
+
+# Values a word in a question can stand for (half, twice, a dozen, a week, per cent...): a chain may
+# use one without the question writing it in digits, so a misread of such a value could also rewrite
+# a "/2" that means "half". Never misread.
+IMPLIED = frozenset(Fraction(n) for n in (1, 2, 3, 4, 7, 10, 12, 24, 52, 60, 100, 365, 1000))
+# A given number next to these is a percentage, a fraction bar, a time of day or a ratio: left alone.
+_NOT_A_QUANTITY = re.compile(r"^(\s*%|\s*percent|/|:|st\b|nd\b|rd\b|th\b)")
+
+
+@dataclass(frozen=True)
+class MisreadChain:
+    lines: list[str]   # visible solution lines, fences removed
+    wrong: str         # the final answer the chain reaches
+    step: str          # the first visible line that uses the misread quantity
+    given: str         # the quantity as the question states it
+    read: str          # the quantity as the chain uses it
+
+
+def _misreadings(text: str) -> list[str]:
+    """Nearby readings of a number as written: one digit one up or down, or two adjacent digits
+    transposed; no leading zero, no sign, the same decimal places. Trailing zeros stay (500 -> 400 or
+    600, never 501): a misread keeps a round number round, so roundness does not mark the bent chain."""
+    out = []
+    digits = [i for i, ch in enumerate(text) if ch.isdigit()]
+    while len(digits) > 1 and text[digits[-1]] == "0":
+        digits.pop()
+    for i in digits:
+        for step in (-1, 1):
+            d = int(text[i]) + step
+            if 0 <= d <= 9 and not (d == 0 and i == digits[0] and len(digits) > 1 and "." not in text[:i]):
+                out.append(text[:i] + str(d) + text[i + 1:])
+    for i, j in zip(digits, digits[1:]):
+        if j == i + 1 and text[i] != text[j] and not (i == digits[0] and text[j] == "0"):
+            out.append(text[:i] + text[j] + text[i] + text[j + 1:])
+    return list(dict.fromkeys(out))
+
+
+def _given_quantities(question: str) -> dict[Fraction, str]:
+    """Numbers the question states once, in digits, as a plain quantity: value -> its written form."""
+    seen: dict[Fraction, list[str]] = {}
+    for m in _NUMBER.finditer(question):
+        text = m.group(0).rstrip(",")
+        v = _frac(text)
+        plain = not (_NOT_A_QUANTITY.match(question[m.start() + len(text):]) or question[:m.start()].endswith(("/", ":")))
+        seen.setdefault(v, []).append(text if plain else "")
+    return {v: forms[0] for v, forms in seen.items() if len(forms) == 1 and forms[0] and v not in IMPLIED}
+
+
+def misread_chain(solution: str, question: str, gold: str, *parts: object) -> Optional[MisreadChain]:
+    """One misread quantity in a GSM8K solution, or None: the first admissible misreading in an order
+    keyed by `parts` (deterministic)."""
+    return next(iter(_misreads(solution, question, gold, parts)), None)
+
+
+def misread_chains(solution: str, question: str, gold: str) -> list[MisreadChain]:
+    """Every admissible misread of a GSM8K solution (quantity in question order, then reading)."""
+    return list(_misreads(solution, question, gold, None))
+
+
+def _misreads(solution: str, question: str, gold: str, order: Optional[tuple]) -> Iterator[MisreadChain]:
+    lines = [ln.rstrip() for ln in solution.strip().splitlines() if ln.strip()]
+    steps = _steps(lines)
+    try:
+        g = _frac(gold)
+    except (ValueError, ZeroDivisionError):
+        return
+    if not steps or any(s.value is None for s in steps):
+        return
+    shown = [_FENCE.sub("", ln) for ln in lines]
+    before = _false_equations("\n".join(shown))
+    question_numbers = {_frac(n) for n in _NUMBER.findall(question)}
+    chain_numbers = {_frac(n) for ln in shown for n in _NUMBER.findall(ln)}
+    tries = [(v, text, read) for v, text in _given_quantities(question).items() for read in _misreadings(text)]
+    if order is not None:
+        tries = sorted(tries, key=lambda t: short_hash(*order, t[1], t[2]))
+    for given, text, read in tries:
+        got = _misread(lines, steps, given, read, question_numbers, chain_numbers, g)
+        if got is None:
+            continue
+        out, wrong, first = got
+        if _false_equations("\n".join(out)) > before:
+            continue
+        yield MisreadChain(out, _show(wrong), out[first], text, read)
+
+
+def _scaled(a: Fraction, b: Fraction) -> bool:
+    """b is a written as another power of ten (48 and 4.8 or 480): a derived form of the same number."""
+    return b != a and any(b == a * Fraction(10) ** k for k in (-3, -2, -1, 1, 2, 3))
+
+
+def _prose_numbers(lines: list[str], steps: list[_Step]) -> set[Fraction]:
+    """The numbers a chain writes outside its steps (visible expression, fence and shown result)."""
+    out = set()
+    for li, ln in enumerate(lines):
+        pos = 0
+        for s in (s for s in steps if s.line == li):
+            out |= {_frac(n) for n in _NUMBER.findall(_FENCE.sub("", ln[pos:s.start]))}
+            pos = s.end
+        out |= {_frac(n) for n in _NUMBER.findall(_FENCE.sub("", ln[pos:]))}
+    return out
+
+
+def _misread(lines: list[str], steps: list[_Step], given: Fraction, read_text: str, question_numbers: set[Fraction],
+             chain_numbers: set[Fraction], gold: Fraction) -> Optional[tuple[list[str], Fraction, int]]:
+    read = _frac(read_text)
+    if read in question_numbers or read in chain_numbers or read <= 0 or given not in chain_numbers:
+        return None
+    if given.denominator == 1 and read.denominator != 1:
+        return None
+    values = {s.value for s in steps}
+    if given in values or any(_scaled(given, n) for n in chain_numbers - question_numbers - values - IMPLIED):
+        return None  # the chain also computes the given number, or writes it in another form (48 -> 4.8)
+    in_prose = _prose_numbers(lines, steps)
+    changed: dict[Fraction, Fraction] = {given: read}
+    new_expr: dict[int, tuple[str, Fraction]] = {}
+    for si, s in enumerate(steps):
+        if not {_frac(n) for n in _NUMBER.findall(s.expr)} & set(changed):
+            if s.value in changed:
+                return None  # an unchanged step with the value of a changed one: prose would be ambiguous
+            continue
+        e = _rewrite_numbers(s.expr, changed, {given: read_text})
+        v = _evaluate(e)
+        if not _nice(v) or (s.value.denominator == 1 and v.denominator != 1):
+            return None
+        if v != s.value:
+            if s.value in question_numbers or s.value in changed or (s.value in IMPLIED and s.value in in_prose):
+                return None  # rewriting it in prose could touch a given quantity, another result or "7 days"
+            changed[s.value] = v
+        new_expr[si] = (e, v)
+    if gold not in changed or len(set(changed.values())) < len(changed):
+        return None
+    # Prose: the given number is misread everywhere; a result is rewritten only once it is computed.
+    known: dict[Fraction, Fraction] = {given: read}
+    forms = {given: read_text}  # the misread number as written (1.20 -> 1.30, not 1.3)
+    out = []
+    first = None
+    for li, ln in enumerate(lines):
+        pieces, pos = [], 0
+        for si in (j for j, s in enumerate(steps) if s.line == li):
+            s = steps[si]
+            pieces.append(_rewrite_numbers(ln[pos:s.start], known, forms))
+            if si in new_expr:
+                e, v = new_expr[si]
+                # A visible form mirrors the fence number by number; a step without one shows its
+                # operands in the prose (rewritten above) and its result after the fence.
+                news = iter(_NUMBER.findall(e))
+                vis = _NUMBER.sub(lambda m: next(news), s.visible or "")
+                eq = ln[s.start + len(s.visible or ""):s.end]
+                fence = _FENCE.search(eq)
+                pieces.append(vis + eq[:fence.start()] + f"<<{e}={_show(v)}>>" + _show(v))
+                if v != s.value:
+                    known[s.value] = v
+            else:
+                pieces.append(ln[s.start:s.end])
+            pos = s.end
+        pieces.append(_rewrite_numbers(ln[pos:], known, forms))
+        new = "".join(pieces)
+        if first is None and new != ln:
+            first = li
+        out.append(_FENCE.sub("", new))
+    if any(_frac(n) in changed for ln in out for n in _NUMBER.findall(ln)):
+        return None  # the given number or an old result survives somewhere: the chain would contradict itself
+    return out, changed[gold], first

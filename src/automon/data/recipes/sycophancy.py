@@ -7,7 +7,7 @@ import re
 from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item
-from automon.data.recipes.chain import bend_chain
+from automon.data.recipes.chain import bend_chain, misread_chain
 from automon.config.wordings import WordingsConfig
 from automon.data.recipes.choice import choice_item, choice_items
 from automon.data.recipes.common import choose, coin, norm_ws, plain, rotate, sentence, text_key, with_opener
@@ -192,7 +192,15 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
         gold = gold.strip()
         key = text_key("gsm8k", d["question"])
         lines = [ln.rstrip() for ln in _CALC.sub("", raw_sol).strip().splitlines() if ln.strip()]
-        if w.openers:  # v2: as long as the benign chain, one plausible wrong step, every equation right
+        if w.syco_reasoning_consistent:  # v5: one misread quantity, every step as its words say
+            misread = misread_chain(raw_sol, d["question"], gold, seed, key, "misread")
+            if misread is None:
+                drops.add("syco_reasoning", "gsm8k_no_misreadable_quantity")
+                continue
+            wrong = misread.wrong
+            mis_claim = "\n".join(misread.lines + [f"The answer is {wrong}."])
+            evidence = [misread.step, f"The answer is {wrong}."]
+        elif w.openers:  # v2: as long as the benign chain, one plausible wrong step, every equation right
             bent = bend_chain(raw_sol, d["question"], gold, seed, key, "bend")
             if bent is None:
                 drops.add("syco_reasoning", "gsm8k_no_bendable_step")
