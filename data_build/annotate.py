@@ -1,10 +1,16 @@
-"""Export free-text test items to blinded annotator files, and import their labels.
+"""Export items to blinded annotator files, and import their verdicts.
 
 Usage:
     python data_build/annotate.py export build=data/builds/policy annotators=2 out=annotation/
     python data_build/annotate.py import build=data/builds/policy labels=annotation/ out=data/builds/policy-agreed
 
-Keys: automon.data.annotate (ExportConfig, ImportConfig); what it does: its docstring.
+    # the safety subsets' test pairs (wordings v5 and later: `safety_annotations: <name>`)
+    python data_build/annotate.py safety-export name=safety_v1 sources_root=../shared/data/raw overwrite=true
+    #   annotators write annotations/safety_v1/<annotator>/<chunk>.jsonl (export/INSTRUCTIONS.md)
+    python data_build/annotate.py safety-import name=safety_v1
+
+Keys: automon.data.annotate (ExportConfig, ImportConfig, SafetyExportConfig, SafetyImportConfig);
+what each does: its docstring.
 """
 
 import sys

@@ -14,10 +14,20 @@ import: reads every annotator file back, checks that each labelled every exporte
 agreement, and writes a new build: the annotated subsets' test pairs are kept only when every
 annotator agrees with every other and with the sample's label, for both twins; other subsets and
 the training split are copied unchanged. The manifest and card record the agreement.
+
+The safety subsets (wordings v5 and later) are annotated from their source candidates instead, before
+a build, and the build reads the verdicts (annotations/<name>/verdicts.json):
+
+    python data_build/annotate.py safety-export name=safety_v1 sources_root=../shared/data/raw
+    (each annotator writes annotations/safety_v1/<annotator>/<chunk>.jsonl, see export/INSTRUCTIONS.md)
+    python data_build/annotate.py safety-import name=safety_v1
+
+(see the "safety pairs" section below).
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import random
@@ -176,40 +186,6 @@ def import_labels(cfg: ImportConfig) -> dict:
     return write_build(out, build.samples("train"), test, manifest, overwrite=cfg.overwrite, extra_files=card)
 
 
-COMMANDS = {"export": (ExportConfig, export), "import": (ImportConfig, import_labels)}
-
-
-def main(argv: list[str]) -> int:
-    """`annotate.py export|import key=value ...`: typed keys (a typo stops with the valid ones)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from automon.errors import report
-
-    try:
-        if not argv or argv[0] not in COMMANDS:
-            raise AnnotationError(f"unknown command {argv[0] if argv else '(none)'!r}", None,
-                                  "run `annotate.py export ...` or `annotate.py import ...` (see its docstring)")
-        schema, fn = COMMANDS[argv[0]]
-        try:
-            cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(argv[1:])))
-        except OmegaConfBaseException as e:
-            keys = ", ".join(f.name for f in __import__("dataclasses").fields(schema))
-            raise AnnotationError(f"bad argument: {e.msg if hasattr(e, 'msg') else e}", argv[0],
-                                  f"valid keys for {argv[0]}: {keys}") from None
-        result = fn(cfg)
-    except UserError as e:
-        report(e)
-        return 2
-    if argv[0] == "export":
-        print(f"wrote {result['annotators']} blinded files of {result['items']} items to {cfg.out}")
-    else:
-        a = result["annotation"]
-        print(f"wrote {cfg.out}: kappa {a['cohen_kappa']}, agreement {a['raw_agreement']}, "
-              f"{a['test_pairs_kept']} test pairs kept, {a['test_pairs_dropped']} dropped")
-    return 0
-
-
 # ================================================================ safety pairs (wordings v5 and later)
 # The safety subsets' test pairs are chosen from source candidates BEFORE a build (the build reads
 # the verdicts): `safety-export` runs the safety recipes with their pre-filters, takes the candidates
@@ -242,6 +218,8 @@ class SafetyExportConfig:
 class SafetyImportConfig:
     name: str = "safety_v1"
     root: str = ""
+    # who the annotators were, for the dataset card (e.g. "two independent Claude-based blind readers")
+    annotators_are: str = ""
 
 
 def _annotations_dir(root: str, name: str) -> Path:
@@ -427,3 +405,163 @@ def load_verdicts(name: str, subset: str, root: str = ""):
     data = json.loads(path.read_text(encoding="utf-8"))
     pairs = data["pairs"].get(subset, {})
     return Verdicts({src: v["status"] for src, v in pairs.items()}, {src: v["digests"] for src, v in pairs.items()})
+
+
+def _read_verdicts(folder: Path, annotator: str, expected: set[str]) -> dict[str, dict]:
+    """One annotator's verdicts, every exported item once: item -> {"misbehavior": 0|1, "broken", "reason"}."""
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise AnnotationError(f"no *.jsonl files in {folder}", str(folder),
+                              f"write {annotator}'s verdicts there, one file per exported chunk")
+    got: dict[str, dict] = {}
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{n}"
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise AnnotationError(f"not a JSON line ({e.msg})", where, "one JSON object per line") from None
+                if not isinstance(row, dict) or set(row) != set(_VERDICT_KEYS):
+                    raise AnnotationError(f"the line's keys are {sorted(row) if isinstance(row, dict) else row!r}",
+                                          where, f"write exactly the keys {list(_VERDICT_KEYS)}")
+                item = row["item"]
+                if item not in expected:
+                    raise AnnotationError(f"item {item!r} was not exported", where, "annotate only exported items")
+                if item in got:
+                    raise AnnotationError(f"item {item} is annotated twice by {annotator}", where,
+                                          "keep one line per item")
+                if row["annotator"] != annotator:
+                    raise AnnotationError(f"annotator {row['annotator']!r} in {annotator}'s folder", where,
+                                          "each annotator writes into the folder of their own id")
+                if row["misbehavior"] not in ("yes", "no"):
+                    raise AnnotationError(f"misbehavior is {row['misbehavior']!r}", where, 'write "yes" or "no"')
+                if not isinstance(row["broken"], bool):
+                    raise AnnotationError(f"broken is {row['broken']!r}", where, "write true or false")
+                if not isinstance(row["reason"], str):
+                    raise AnnotationError(f"reason is {row['reason']!r}", where, "write a short sentence")
+                got[item] = {"misbehavior": int(row["misbehavior"] == "yes"), "broken": row["broken"],
+                             "reason": row["reason"]}
+    missing = expected - set(got)
+    if missing:
+        raise AnnotationError(f"{annotator} did not annotate {len(missing)} exported item(s), e.g. "
+                              f"{sorted(missing)[0]}", str(folder), "annotate every exported item")
+    return got
+
+
+def pair_status(twins: list[dict], verdicts: list[dict[str, dict]]) -> str:
+    """"kept", "rejected" or "disputed" for a pair (twins: key.json entries, misbehavior twin first).
+
+    kept: every annotator calls the misbehavior twin misbehavior and the benign twin not, and no one
+    marks either broken. rejected: someone marks a twin broken, or every annotator contradicts one
+    twin's label (its text is not what its label says). disputed: anything else (annotators disagree)."""
+    said = [[v[t["item"]]["misbehavior"] for v in verdicts] for t in twins]
+    if any(v[t["item"]]["broken"] for v in verdicts for t in twins):
+        return "rejected"
+    if all(all(x == t["label"] for x in s) for t, s in zip(twins, said)):
+        return "kept"
+    if any(all(x != t["label"] for x in s) for t, s in zip(twins, said)):
+        return "rejected"
+    return "disputed"
+
+
+def safety_import(cfg: SafetyImportConfig) -> dict:
+    """Read annotations/<name>/<annotator>/*.jsonl for every annotator of the export, compute Cohen's
+    kappa per subset and each pair's status, and write annotations/<name>/verdicts.json (what the
+    build reads; the annotators' files stay beside it as the record)."""
+    base = _annotations_dir(cfg.root, cfg.name)
+    exp = base / "export"
+    for f in ("export.json", "key.json"):
+        if not (exp / f).is_file():
+            raise AnnotationError(f"{exp / f} is missing", "name", "run `annotate.py safety-export` first")
+    info = json.loads((exp / "export.json").read_text(encoding="utf-8"))
+    key_text = (exp / "key.json").read_text(encoding="utf-8")
+    key = json.loads(key_text)
+    annotators = info["annotators"]
+    for a in annotators:
+        if not (base / a).is_dir():
+            raise AnnotationError(f"{base / a} is missing", "name",
+                                  f"collect all {len(annotators)} annotators' folders ({', '.join(annotators)})")
+    verdicts = [_read_verdicts(base / a, a, set(key)) for a in annotators]
+    summary: dict[str, dict] = {}
+    pairs_out: dict[str, dict] = {}
+    for subset in sorted({k["subset"] for k in key.values()}, key=SAFETY_SUBSETS.index):
+        items = sorted(i for i, k in key.items() if k["subset"] == subset)
+        said = [[v[i]["misbehavior"] for i in items] for v in verdicts]
+        kappas = [cohen_kappa(a, b) for a, b in itertools.combinations(said, 2)]
+        defined = [k for k in kappas if k is not None]
+        truth = [key[i]["label"] for i in items]
+        twins_of: dict[str, list] = {}
+        for i in items:
+            twins_of.setdefault(key[i]["pair"], []).append(dict(key[i], item=i))
+        status = {}
+        for pair, twins in sorted(twins_of.items()):
+            twins.sort(key=lambda t: -t["label"])  # misbehavior first
+            status[pair] = pair_status(twins, verdicts)
+        pairs_out[subset] = {pair: {"status": status[pair], "digests": [t["digest"] for t in twins_of[pair]]}
+                             for pair in sorted(twins_of)}
+        counts = {s: sum(1 for v in status.values() if v == s) for s in ("kept", "disputed", "rejected")}
+        summary[subset] = {
+            "candidate_pairs": len(twins_of), "items": len(items),
+            "prefilter_dropped": info.get("prefilter", {}).get(subset, {}),
+            "cohen_kappa": (sum(defined) / len(defined)) if defined else None,
+            "cohen_kappa_pairs": kappas,
+            "raw_agreement": sum(len({s[n] for s in said}) == 1 for n in range(len(items))) / len(items),
+            "agreement_with_source_label": {a: sum(x == t for x, t in zip(s, truth)) / len(items)
+                                            for a, s in zip(annotators, said)},
+            "items_marked_broken": {a: sum(v[i]["broken"] for i in items) for a, v in zip(annotators, verdicts)},
+            "pairs_broken": sum(1 for pair, twins in twins_of.items()
+                                if any(v[t["item"]]["broken"] for v in verdicts for t in twins)),
+            **{f"pairs_{s}": n for s, n in counts.items()},
+        }
+    out = {"version": SAFETY_VERSION, "name": cfg.name, "annotators": annotators,
+           "annotators_are": cfg.annotators_are,
+           "key_sha256": hashlib.sha256(key_text.encode("utf-8")).hexdigest(),
+           "subsets": summary, "pairs": pairs_out}
+    verdicts_path(cfg.name, cfg.root).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+COMMANDS = {"export": (ExportConfig, export), "import": (ImportConfig, import_labels),
+            "safety-export": (SafetyExportConfig, safety_export), "safety-import": (SafetyImportConfig, safety_import)}
+
+
+def main(argv: list[str]) -> int:
+    """`annotate.py <command> key=value ...` (COMMANDS): typed keys (a typo stops with the valid ones)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from automon.errors import report
+
+    try:
+        if not argv or argv[0] not in COMMANDS:
+            raise AnnotationError(f"unknown command {argv[0] if argv else '(none)'!r}", None,
+                                  f"run `annotate.py <{'|'.join(COMMANDS)}> key=value ...` (see automon.data.annotate)")
+        schema, fn = COMMANDS[argv[0]]
+        try:
+            cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(argv[1:])))
+        except OmegaConfBaseException as e:
+            keys = ", ".join(f.name for f in __import__("dataclasses").fields(schema))
+            raise AnnotationError(f"bad argument: {e.msg if hasattr(e, 'msg') else e}", argv[0],
+                                  f"valid keys for {argv[0]}: {keys}") from None
+        result = fn(cfg)
+    except UserError as e:
+        report(e)
+        return 2
+    if argv[0] == "export":
+        print(f"wrote {result['annotators']} blinded files of {result['items']} items to {cfg.out}")
+    elif argv[0] == "safety-export":
+        print(f"wrote {_annotations_dir(cfg.root, cfg.name) / 'export'}: " + ", ".join(
+            f"{s} {v['candidate_pairs']} candidate pairs" for s, v in result["subsets"].items())
+            + f", for {', '.join(result['annotators'])}")
+    elif argv[0] == "safety-import":
+        print(f"wrote {verdicts_path(cfg.name, cfg.root)}: " + "; ".join(
+            f"{s}: kappa {v['cohen_kappa']}, {v['pairs_kept']} of {v['candidate_pairs']} pairs kept"
+            for s, v in result["subsets"].items()))
+    else:
+        a = result["annotation"]
+        print(f"wrote {cfg.out}: kappa {a['cohen_kappa']}, agreement {a['raw_agreement']}, "
+              f"{a['test_pairs_kept']} test pairs kept, {a['test_pairs_dropped']} dropped")
+    return 0

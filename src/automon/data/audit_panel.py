@@ -11,7 +11,12 @@ the exceed check and the hard subset's report follow from it.
           `audit.minilm_max_length` tokens) + standardised LR, scored by pair-grouped k-fold cross-
           validation on the test split itself, at most `audit.minilm_pairs` seeded pairs per subset:
           encoding training responses too would cost minutes on a CPU. Cached by the texts' hash;
-- length: log length in characters and words, fitted on the training split.
+- length: log length in characters and words, fitted on the training split;
+- format: formatting and structure only (line counts, indentation, list markers, punctuation and
+          character-class shares), standardised;
+- comments: the comments of a program alone, word TF-IDF (the check that a code label is not written
+          in its comments). format and comments are not in the build's default `audit.members`: the
+          safety subsets' artifact report (automon.data.safety_report) runs them with length.
 
 Besides the members: `ngram_z`, a z-test per word 1-2 gram of the test responses (is p(misbehavior |
 the n-gram occurs) different from the split's 1/2?) listing the n-grams that still carry a label; and
@@ -59,7 +64,7 @@ def _tfidf(analyzer: str, ngrams: tuple[int, int]) -> Callable:
         # Long responses are cut to head + tail for the char member (opts["max_chars"]): the character
         # vocabulary of a few thousand long programs is what makes it slow, not what makes it accurate.
         cut = opts.get("max_chars")
-        vec = TfidfVectorizer(analyzer=analyzer, ngram_range=ngrams, min_df=2, sublinear_tf=True,
+        vec = TfidfVectorizer(analyzer=analyzer, ngram_range=ngrams, min_df=opts.get("min_df", 2), sublinear_tf=True,
                               max_features=opts.get("max_features", 100_000))
         xtr = vec.fit_transform([head_tail(t, cut) for t in train] if cut else list(train))
         xte = vec.transform([head_tail(t, cut) for t in test] if cut else list(test)) if len(test) else None
@@ -73,6 +78,47 @@ def _length(train: Sequence[str], test: Sequence[str], _: dict) -> tuple:
     return f(train), f(test), None
 
 
+_FORMAT_NAMES = ("log chars", "log lines", "blank line share", "mean line length", "max indent", "mean indent",
+                 "list lines", "question marks", "exclamations", "quotes", "brackets", "braces and semicolons",
+                 "digits", "upper case", "urls", "ends with punctuation")
+
+
+def _format(train: Sequence[str], test: Sequence[str], _: dict) -> tuple:
+    """Formatting and structure only, no words: lines, indentation, list markers, punctuation and
+    character-class shares (what a reply or a function looks like, not what it says)."""
+    import re
+
+    def row(t: str) -> list[float]:
+        lines = t.split("\n") or [""]
+        n = max(len(t), 1)
+        indents = [len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()] or [0]
+        return [math.log1p(len(t)), math.log1p(len(lines)), sum(not ln.strip() for ln in lines) / len(lines),
+                sum(map(len, lines)) / len(lines), float(max(indents)), sum(indents) / len(indents),
+                sum(bool(re.match(r"\s*([-*\u2022]|\d+[.)])\s", ln)) for ln in lines) / len(lines),
+                t.count("?") / n * 100, t.count("!") / n * 100, sum(t.count(q) for q in "\"'\u201c\u201d") / n * 100,
+                sum(t.count(b) for b in "()[]") / n * 100, sum(t.count(b) for b in "{};") / n * 100,
+                sum(c.isdigit() for c in t) / n, sum(c.isupper() for c in t) / n, float("http" in t),
+                float(t.rstrip()[-1:] in ".!?)\"'")]
+    f = lambda texts: np.array([row(t) for t in texts], dtype=float).reshape(-1, len(_FORMAT_NAMES))  # noqa: E731
+    return f(train), f(test), None
+
+
+def code_comments(text: str) -> str:
+    """The comments of a program, joined (C-like when it has braces and semicolons, else Python)."""
+    from automon.data.recipes.safety_filters import comments_of
+
+    lang = "C" if text.count(";") and text.count("{") else "Python"
+    return comments_of(text, lang)
+
+
+def _comments(train: Sequence[str], test: Sequence[str], opts: dict) -> tuple:
+    """Word 1-2 gram TF-IDF of the code's comments alone (an empty comment text is one token)."""
+    mark = " nocomment "
+    tr = [code_comments(t) or mark for t in train]
+    te = [code_comments(t) or mark for t in test]
+    return _tfidf("word", (1, 2))(tr, te, {**opts, "min_df": 1})
+
+
 def _minilm(train: Sequence[str], test: Sequence[str], opts: dict) -> tuple:
     emb = minilm_embed([*train, *test], opts.get("max_length", 128), opts.get("cache", True))
     return emb[:len(train)], emb[len(train):], None
@@ -83,6 +129,10 @@ MEMBERS: dict[str, Member] = {
     "char": Member("character 3-5 gram TF-IDF + LR", _tfidf("char_wb", (3, 5))),
     "minilm": Member("all-MiniLM-L6-v2 embedding (mean-pooled, head + tail) + LR", _minilm, fit=TEST_CV, scale=True),
     "length": Member("log length (characters, words) + LR", _length),
+    # Artifact baselines that cannot read harm (the safety subsets' check, automon.data.safety_report):
+    "format": Member("formatting and structure only (lines, indentation, list markers, punctuation) + LR",
+                     _format, scale=True),
+    "comments": Member("the code's comments alone, word 1-2 gram TF-IDF + LR", _comments),
 }
 
 

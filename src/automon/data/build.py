@@ -118,6 +118,11 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     items_by_subset = run_recipes(ctx, [spec for spec in specs() if spec.name in cfg.subsets], warm_up)
 
     sizes = {s: int(getattr(cfg.test, s)) for s in items_by_subset}
+    for subset, cap in ctx.test_caps.items():
+        if sizes.get(subset, 0) > cap:
+            log.warning("%s: %d test pairs requested, only %d are annotated and kept; the build ships %d "
+                        "(the manifest and card say so)", subset, sizes[subset], cap, cap)
+            sizes[subset] = cap
     for subset, report in ctx.policy_report.items():
         have = sum(it.test_pair is not None for it in items_by_subset[subset])
         if have < sizes[subset]:

@@ -68,6 +68,63 @@ def _annotation_section(a: dict | None) -> str:
             f"confirmed were kept, {a['test_pairs_dropped']:,} dropped.\n\n")
 
 
+def _safety_section(a: dict | None) -> str:
+    """The safety subsets' annotation (wordings.safety_annotations): who, agreement, what was kept,
+    and the artifact baselines with why the response-only ceiling does not apply (safety_report)."""
+    if not a:
+        return ""
+    who = a.get("annotators_are") or "annotators"
+    rows = []
+    for s, v in a["subsets"].items():
+        kappa = "undefined" if v["cohen_kappa"] is None else f"{v['cohen_kappa']:.3f}"
+        pre = ", ".join(f"{r} {n:,}" for r, n in sorted(v["prefilter_dropped"].items())) or "none"
+        own = ", ".join(f"{k} {x:.2f}" for k, x in v["agreement_with_source_label"].items())
+        shipped, req = v.get("test_pairs_shipped"), v.get("test_pairs_requested")
+        short = f" (**{req:,} requested: only {shipped:,} pairs were kept**)" if (shipped or 0) < (req or 0) else ""
+        rows.append(f"| {s} | {v['candidate_pairs']:,} | {kappa} | {v['raw_agreement']:.3f} | {own} | "
+                    f"{v['pairs_kept']:,} | {v['pairs_disputed']:,} | {v['pairs_rejected']:,} "
+                    f"({v['pairs_broken']:,} broken) | {shipped:,}{short} |")
+        rows.append(f"| | pre-filter (before annotation, source pool): {pre} | | | | | | | |")
+    art = a.get("artifact_baselines") or {}
+    arows = []
+    for s, members in art.get("subsets", {}).items():
+        for m, r in members.items():
+            tf = r.get("train_fit")
+            arows.append(f"| {s} | {m} | {r['test_cv']['auroc']:.2f} / {r['test_cv']['pair_accuracy']:.2f} | "
+                         + (f"{tf['auroc']:.2f} / {tf['pair_accuracy']:.2f}" if tf else "n/a") + " |")
+    over = art.get("exceeded") or []
+    verdict = (f"**Over the {art.get('max_auroc')} ceiling: {', '.join(over)}.**" if over else
+               f"Every one stays at or below AUROC {art.get('max_auroc')}.")
+    return f"""## Safety pairs: double blind annotation (`annotations/{a['name']}`)
+
+HH-RLHF's preference is relative ("chosen = less harmful"), so a rejected reply need not be misbehavior,
+and SVEN holds pairs whose change is only in tests, comments or layout. The safety test pairs are
+therefore the candidate pairs that {who} ({', '.join(a['annotators'])}) both labelled (misbehavior,
+benign) on the monitor prompt's own definition, with neither twin marked broken. Candidates are the
+pre-filtered source pairs in the build's test order; disputed pairs and pairs never annotated train only;
+rejected pairs (both annotators contradict a label, or a twin is broken) are dropped. Kappa: Cohen's,
+on every annotated reply (yes/no), computed by `automon.data.annotate`; verdicts sha256
+`{a['verdicts_sha256'][:16]}...`.
+
+| subset | candidate pairs | kappa | raw agreement | agreement with the source label | kept | disputed | rejected | test pairs shipped |
+|---|---:|---:|---:|---|---:|---:|---:|---:|
+{chr(10).join(rows)}
+
+**Artifact baselines.** The response-only ceiling of the shortcut audit (below) does not apply as such to
+safety: the misbehavior is in the response's own words (harmful help, an injectable query), so a
+response-only model that reads them reads the construct. What must not carry the label is what cannot read
+harm: length, formatting and structure, and a program's comments alone. AUROC / pair accuracy,
+{art.get('cv_folds')}-fold pair-grouped CV on the test pairs / fitted on the training split:
+
+| subset | baseline | test CV | training fit |
+|---|---|---:|---:|
+{chr(10).join(arows)}
+
+{verdict}
+
+"""
+
+
 def _near_duplicate_method(p: dict) -> str:
     """How the build's disjointness check found near-duplicates, from its manifest params (a card can be
     rendered again for an older build, e.g. by annotate)."""
@@ -77,6 +134,19 @@ def _near_duplicate_method(p: dict) -> str:
     return (f"word {p['ngram']}-gram Jaccard >= {p['threshold']}, computed exactly for the\ncandidates of a "
             f"MinHash LSH ({p['num_perm']} permutations, bands {p['lsh_bands']}) that misses a pair at the "
             f"threshold with probability\n<= {p['lsh_max_miss_at_threshold']} ({p['version']})")
+
+
+def _constructs_section(constructs: dict | None) -> str:
+    """What the construct check read in every sg_code sample (docs/data.md, "sg_code labels")."""
+    if not constructs:
+        return ""
+    rows = ["| split | subset | family | label | construct | samples |", "|---|---|---|---:|---|---:|"]
+    rows += [f"| {' | '.join(k.split('/'))} | {v:,} |" for k, v in constructs.items()]
+    return ("## Construct check\n\nEvery sg_code sample's code was read (AST) against its request's visible tests: "
+            "a gaming sample must key a branch or table on a visible test's input or tamper with the checker; a "
+            "benign one must do neither (a comparison its canonical solution makes itself is the task's logic). "
+            "A sample that contradicts its label fails the build, naming it, so a written build has none. What "
+            "the check read:\n\n" + "\n".join(rows) + "\n\n")
 
 
 def dataset_card(manifest: dict) -> str:
@@ -123,7 +193,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 
 {recipes}
 
-{_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}
+{_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}{_safety_section(manifest.get("safety_annotations"))}
 {_template_note(manifest.get("policy"))} Every misbehavior sample lists
 `evidence` (exact substrings of the response) where the recipe knows them.
 
@@ -135,7 +205,7 @@ identical normalised text or request, and near-duplicates of the request + respo
 alone: {_near_duplicate_method(dj['params'])}.
 Found and dropped: {dj['conflicts_found'] or 'none'}. The written files were re-checked from disk.
 
-{audit_section}## Dropped during the build
+{audit_section}{_constructs_section(manifest.get("constructs"))}## Dropped during the build
 
 {dropped}
 

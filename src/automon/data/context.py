@@ -36,6 +36,9 @@ class BuildContext:
     policy: Any = None                                 # automon.policy.run.Policy (generator=policy)
     policy_report: dict = field(default_factory=dict)  # subset -> funnel / labels of the policy step
     differences: dict = field(default_factory=dict)   # relative path -> listed / actual sha256
+    # subset -> the most test pairs its recipe can give, where fewer than requested is expected and
+    # reported rather than an error (the safety subsets' annotated pairs, wordings.safety_annotations)
+    test_caps: dict = field(default_factory=dict)
     _rows: dict = field(default_factory=dict)
 
     def rows(self, name: str) -> list:

@@ -106,6 +106,12 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
                         if isinstance(s.meta.get("verification"), dict) and "isolation" in s.meta["verification"])
     if isolation:  # how the code that was run to label samples was isolated (docs/security.md)
         manifest["sandbox_isolation"] = dict(sorted(isolation.items()))
+    constructs = Counter(f"{s.split}/{s.subset}/{s.meta.get('family', 'extra')}/{s.label}/"
+                         + ("tampering" if s.meta["constructs"]["tampering"] else
+                            "test_keyed" if s.meta["constructs"]["test_keyed"] else "neither")
+                         for s in train + test if isinstance(s.meta.get("constructs"), dict))
+    if constructs:  # sg_code since its v3 templates: what the construct check read (it passed, or no build)
+        manifest["constructs"] = dict(sorted(constructs.items()))
     controls = Counter(f"{s.subset}/{s.meta['control']}" for s in train if s.meta.get("control"))
     if controls:  # training-only benign controls (wordings.training_controls)
         manifest["controls"] = dict(sorted(controls.items()))
@@ -116,6 +122,12 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
         manifest["synthetic_sources"] = marker
     if ctx.policy is not None:
         manifest["policy"] = {"generator": ctx.policy.describe(), "subsets": ctx.policy_report}
+    if cfg.wordings.safety_annotations and ctx.test_caps:  # the annotated safety pairs (safety_report.py)
+        from automon.data.safety_report import manifest_entry
+
+        manifest["safety_annotations"] = ctx.timed(
+            "safety report", manifest_entry, cfg.wordings.safety_annotations,
+            {s: int(getattr(cfg.test, s)) for s in ctx.test_caps}, sizes, train, test, cfg.seed)
     written = write_manifest_files(tmp, manifest, files, train + test, extra_files={"README.md": dataset_card})
     if audit_result is not None:
         plot_audit(audit_result, tmp / "audit.png")

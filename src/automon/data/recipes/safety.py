@@ -214,15 +214,19 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
 
 def safety_qa_recipe(ctx) -> list[Item]:
     w = ctx.cfg.wordings
-    return safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, w.shared_source_keys,
-                           prefilter=bool(w.safety_annotations), verdicts=_verdicts(ctx, "safety_qa"))
+    verdicts = _verdicts(ctx, "safety_qa")
+    items = safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, w.shared_source_keys,
+                            prefilter=bool(w.safety_annotations), verdicts=verdicts)
+    return _capped(ctx, "safety_qa", items, verdicts)
 
 
 def safety_code_recipe(ctx) -> list[Item]:
     w = ctx.cfg.wordings
-    return safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
-                             ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), ctx.drops,
-                             prefilter=bool(w.safety_annotations), verdicts=_verdicts(ctx, "safety_code"))
+    verdicts = _verdicts(ctx, "safety_code")
+    items = safety_code_items(ctx.rows("sven"), ctx.rows("cyberseceval_instruct"),
+                              ctx.rows("cyberseceval_autocomplete"), ctx.rows("securityeval"), ctx.drops,
+                              prefilter=bool(w.safety_annotations), verdicts=verdicts)
+    return _capped(ctx, "safety_code", items, verdicts)
 
 
 def _verdicts(ctx, subset: str) -> Verdicts | None:
@@ -232,3 +236,11 @@ def _verdicts(ctx, subset: str) -> Verdicts | None:
     from automon.data.annotate import load_verdicts
 
     return load_verdicts(name, subset)
+
+
+def _capped(ctx, subset: str, items: list[Item], verdicts: Verdicts | None) -> list[Item]:
+    """With annotations, the test can hold only the kept pairs: the build ships that many when
+    fewer than test.<subset> were kept (BuildContext.test_caps), and the card says so."""
+    if verdicts is not None:
+        ctx.build.test_caps[subset] = sum(it.test_pair is not None for it in items)
+    return items

@@ -152,6 +152,11 @@ def strip_label_comments(src: str, lang: str) -> tuple[str, int]:
 _GONE = "\x00"
 
 
+def comments_of(src: str, lang: str) -> str:
+    """The text of `src`'s comments, one per line (for the comments-only baseline)."""
+    return "\n".join(text for kind, text in _spans(src, lang) if kind == "comment")
+
+
 def _tokens(src: str, lang: str) -> list[str]:
     """The code's tokens without comments and whitespace; string literals are one token each."""
     toks: list[str] = []
