@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from support import REPO, build_cfg
+from support import RAW, REPO, build_cfg, needs_raw
 import automon.data.annotate as annotate
 from automon.data.annotate import (AnnotationError, SafetyExportConfig, SafetyImportConfig, pair_status, safety_export,
                                    safety_import)
@@ -336,3 +336,17 @@ def test_artifact_members_read_no_words():
     x, _, names = MEMBERS["comments"].featurize(code, [], {})
     assert (x[0] != x[1]).nnz == 0 and (x[0] != x[2]).nnz == 0 and set(names) == {"copy", "the", "name", "copy the",
                                                                                    "the name"}
+
+
+@needs_raw
+def test_the_shipped_export_is_what_the_sources_give(tmp_path, monkeypatch):
+    """annotations/safety_v1/export is reproducible from the real sources (the same candidates, items,
+    orders and key), so the verdicts read by a v5 build refer to the texts it builds."""
+    monkeypatch.setattr(annotate, "ANNOTATIONS_ROOT", tmp_path)
+    safety_export(SafetyExportConfig(sources_root=str(RAW)))
+    shipped = REPO / "annotations/safety_v1/export"
+    made = tmp_path / "safety_v1/export"
+    names = sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*") if p.is_file() and p.name != "READY")
+    assert names == sorted(str(p.relative_to(made)) for p in made.rglob("*") if p.is_file())
+    for n in names:
+        assert (made / n).read_bytes() == (shipped / n).read_bytes(), n
