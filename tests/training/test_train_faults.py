@@ -67,6 +67,28 @@ def test_output_dir_that_is_the_data_build_is_refused_and_kept(tmp_path, build):
     assert {p.name: p.read_bytes() for p in b.iterdir()} == before and (other / "manifest.json").exists()
 
 
+def test_a_folder_with_a_config_yaml_and_train_log_of_its_own_is_not_a_run(tmp_path, build):
+    """A run is recognised by the run record only a run writes (run.json), never by generic file names:
+    the user's own config.yaml and train.log are neither deleted (overwrite=true) nor called a run."""
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "config.yaml").write_text("my: notes\n")
+    (exp / "train.log").write_text("my log\n")
+    for extra in ((), ("overwrite=true",)):
+        line = one_error_line(run_sft(*_ov(build, exp, *extra)), "no training run (no run.json", "config.yaml",
+                              "train.log", "choose another output_dir=")
+        assert "different config" not in line
+    assert (exp / "config.yaml").read_text() == "my: notes\n" and (exp / "train.log").read_text() == "my log\n"
+    assert sorted(p.name for p in exp.iterdir()) == ["config.yaml", "train.log"]
+    assert _status(build, exp).state is Currency.STALE
+
+
+def test_a_finished_run_is_a_run_by_its_record(finished):
+    assert rd.is_run_dir(finished)
+    assert json.loads((finished / "run.json").read_text())["format"] == rd.RUN_FORMAT
+    assert rd.foreign_entries(finished) == []
+
+
 # ---------------------------------------------------------------- bad settings and samples
 
 @pytest.mark.parametrize("setting, needle", [

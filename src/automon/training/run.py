@@ -115,6 +115,7 @@ def run(cfg: Any) -> int:
     with _run_lock(run_dir):
         if c.overwrite:
             rd.clear(run_dir, keep=(".lock",))
+        _claim(run_dir, resolved, subsets, label, build)
         with _log_to(run_dir / "train.log"):
             try:
                 return _train(c, resolved, subsets, label, run_dir, build, prev, t0)
@@ -127,6 +128,19 @@ def run(cfg: Any) -> int:
                                  "the newest complete checkpoint") from e
 
 
+def _claim(run_dir: Path, resolved: dict, subsets: list[str], label: str, build) -> None:
+    """run.json first, then config.yaml, before any other file: a directory holds a run only when a run
+    record says so (automon.training.rundir.is_run_dir), so nothing else is ever taken for one."""
+    from omegaconf import OmegaConf
+
+    if not (run_dir / "run.json").exists():
+        rd.write_json(run_dir / "run.json", {
+            "format": rd.RUN_FORMAT, "status": "starting", "subsets": subsets, "subset": label,
+            "data_build": str(Path(build.path).resolve()), "data_manifest_hash": build.manifest_hash})
+    if not (run_dir / "config.yaml").exists():
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+
+
 def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir: Path, build, prev,
            t0: float) -> int:
     from automon.training.trainers import get_trainer, resolve_trainer_name
@@ -135,8 +149,6 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     trainer_name = resolve_trainer_name(c.trainer.name)
     plugin = get_trainer(trainer_name)
     plugin.prepare()
-
-    from omegaconf import OmegaConf
 
     from automon.adapter_meta import AdapterMeta
     from automon.models.loading import load_tokenizer, resolve_model_path
@@ -177,11 +189,9 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
              supervised_text(tok, first))
 
     # ---- run record -------------------------------------------------------------------------
-    if not (run_dir / "config.yaml").exists():
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
     on_cuda = cuda_available()
     run_info = {
-        "status": "running", "trainer": trainer_name, "device": "cuda" if on_cuda else "cpu",
+        "format": rd.RUN_FORMAT, "status": "running", "trainer": trainer_name, "device": "cuda" if on_cuda else "cpu",
         "subsets": subsets, "subset": label, "data_build": str(Path(build.path).resolve()),
         "data_manifest_hash": build.manifest_hash, "base_model_path": model_path,
         "code_version": code_version(), "versions": library_versions(),

@@ -1,7 +1,8 @@
 """The run directory: named from the config's identity, never from the clock.
 
     <run>/config.yaml          resolved config (what `rerun = resume` compares against)
-    <run>/run.json             status, versions, code version, data build path + manifest hash
+    <run>/run.json             status, versions, code version, data build path + manifest hash; written
+                               first (with RUN_FORMAT): it is what makes a directory a run
     <run>/checkpoints/         checkpoint-<step>/ (Trainer format; the newest complete one resumes)
     <run>/metrics.jsonl        one line per logged step: loss, lr, grad_norm, tokens seen, tokens/s
     <run>/train_metrics.json   summary: first/last loss, steps, tokens, samples shortened, data stats
@@ -36,6 +37,9 @@ CHECKPOINTS = "checkpoints"
 RUN_DIR_NAMES = frozenset({"config.yaml", "run.json", CHECKPOINTS, "metrics.jsonl", "train_metrics.json",
                            "train.log", "adapter", ".adapter.tmp", ".lock", "wandb"})
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
+# run.json's "format": a directory is a training run's only if a run wrote it (or its adapter record),
+# never because it holds a file with a generic name such as config.yaml or train.log.
+RUN_FORMAT = "automon-train-run-v1"
 
 
 def subset_names(include: dict[str, bool]) -> list[str]:
@@ -78,10 +82,12 @@ def run_status(run_dir: Path, cfg: dict, manifest_hash: str, build_path: str) ->
     complete checkpoint. current: the adapter is written, nothing to do.
     """
     cfg_file = run_dir / "config.yaml"
-    if not cfg_file.exists():
-        if run_dir.exists() and any(p.name not in {"train.log", ".lock"} for p in run_dir.iterdir()):
-            return Status(Currency.STALE, "is not empty and holds no automon run (no config.yaml)")
+    if not is_run_dir(run_dir):
+        if run_dir.is_dir() and any(p.name != ".lock" for p in run_dir.iterdir()):
+            return Status(Currency.STALE, "is not empty and holds no automon run (no run.json of train/sft.py)")
         return Status(Currency.MISSING, "not trained yet")
+    if not cfg_file.exists():  # killed between writing run.json and config.yaml: nothing trained yet
+        return Status(Currency.RESUMABLE, "incomplete (started, no config.yaml yet): starts again")
     from omegaconf import OmegaConf
 
     try:
@@ -139,16 +145,36 @@ def read_run_info(run_dir: Path) -> dict | None:
     return info
 
 
+def is_run_dir(run_dir: Path) -> bool:
+    """Whether train/sft.py wrote `run_dir`: its run.json is a run record (RUN_FORMAT, or a record of a
+    run from before the format was written), or, when run.json is damaged, the run's own files say so:
+    automon's adapter record, or a Trainer checkpoint under checkpoints/."""
+    try:
+        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = None
+    if isinstance(info, dict) and (info.get("format") == RUN_FORMAT
+                                   or {"status", "data_manifest_hash", "subsets"} <= set(info)):
+        return True
+    return ((run_dir / "adapter" / ADAPTER_META_FILE).is_file()
+            or any((run_dir / CHECKPOINTS).glob("checkpoint-*/trainer_state.json")))
+
+
 def foreign_entries(run_dir: Path) -> list[str]:
-    """Names in `run_dir` that no training run writes (user files, a data build, another tool's output)."""
+    """Names in `run_dir` that are not a training run's: in a run, what no run writes (user files, a
+    data build, another tool's output); in a directory no run wrote, everything (its config.yaml or
+    train.log are someone else's)."""
     if not run_dir.is_dir():
         return []
-    return sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_DIR_NAMES and not p.name.endswith(".tmp"))
+    names = sorted(p.name for p in run_dir.iterdir() if p.name != ".lock")
+    if not is_run_dir(run_dir):
+        return names
+    return [n for n in names if n not in RUN_DIR_NAMES and not n.endswith(".tmp")]
 
 
 def refuse_foreign(run_dir: Path, build_dir: Path) -> None:
     """output_dir must be a training run's directory: never the data build, inside it or around it, never
-    a directory of files a run does not write (overwrite=true would delete them)."""
+    a directory of files no run wrote (overwrite=true would delete them)."""
     out, b = run_dir.resolve(), Path(build_dir).resolve()
     if out == b or b in out.parents or out in b.parents:
         where = "is the data build" if out == b else ("is inside" if b in out.parents else "holds") + " the data build"
@@ -156,7 +182,12 @@ def refuse_foreign(run_dir: Path, build_dir: Path) -> None:
                              "choose an output_dir= outside the data build (or leave it unset: runs/<subset>__...)")
     other = foreign_entries(run_dir)
     if other:
-        what = "a data build (manifest.json)" if "manifest.json" in other else "files a training run does not write"
+        if "manifest.json" in other:
+            what = "a data build (manifest.json)"
+        elif is_run_dir(run_dir) or any(n not in RUN_DIR_NAMES for n in other):
+            what = "files a training run does not write"
+        else:  # config.yaml, train.log, ... with no run record: a user's files of the same names
+            what = "files but no training run (no run.json written by train/sft.py)"
         shown = ", ".join(other[:6]) + (f" (+{len(other) - 6} more)" if len(other) > 6 else "")
         raise RunDirConflict(f"output_dir={run_dir} holds {what}: {shown}", "output_dir",
                              "choose another output_dir= (training refuses to write, or with overwrite=true "
