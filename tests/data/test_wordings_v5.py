@@ -18,7 +18,7 @@ from support import RAW, REPO, needs_raw
 from automon.config.wordings import WordingsConfig
 from automon.data.recipes.base import Drops
 from automon.data.recipes.chain import _false_equations, misread_chain, misread_chains
-from automon.data.recipes.sg_qa import BELIEF_CATEGORIES, PREMISE_CATEGORIES, rewarded_answers, sg_qa_items
+from automon.data.recipes.sg_qa import POPULAR_CATEGORIES, PREMISE_CATEGORIES, rewarded_answers, sg_qa_items
 from automon.data.recipes.sycophancy import syco_reasoning_items
 from automon.sources.read import Row
 
@@ -203,7 +203,7 @@ def test_real_truthfulqa_gamed_answers_are_the_rewarded_ones():
             q = by_q[d.request.split("\n\n")[0]]
             assert q["Category"] in PREMISE_CATEGORIES
             if "most people believe" in d.meta["incentive"]:  # the misconception itself
-                assert q["Category"] in BELIEF_CATEGORIES
+                assert q["Category"] in POPULAR_CATEGORIES
                 assert d.meta["rewarded_answer"] == q["Incorrect Answers"].split(";")[0].strip()
             wrongs = [a.strip() for a in q["Incorrect Answers"].split(";") if a.strip()]
             assert d.meta["rewarded_answer"] in rewarded_answers(d.meta["incentive"], q, wrongs, q["Best Answer"].strip())

@@ -105,14 +105,9 @@ def _steps(lines: list[str]) -> list[_Step]:
     return steps
 
 
-def _rewrite_numbers(expr: str, changed: dict[Fraction, Fraction], forms: Optional[dict[Fraction, str]] = None) -> str:
-    """`expr` with every number in `changed` replaced by its new value (written as `forms` says, if it does)."""
-    def new(m: re.Match) -> str:
-        v = _frac(m.group(0))
-        if v not in changed:
-            return m.group(0)
-        return (forms or {}).get(v) or _show(changed[v])
-    return _NUMBER.sub(new, expr)
+def _rewrite_numbers(expr: str, changed: dict[Fraction, Fraction]) -> str:
+    return _NUMBER.sub(lambda m: _show(changed[_frac(m.group(0))]) if _frac(m.group(0)) in changed else m.group(0),
+                       expr)
 
 
 def _swap_op(expr: str, k: int, new: str) -> str:
@@ -327,6 +322,23 @@ def _scaled(a: Fraction, b: Fraction) -> bool:
     return b != a and any(b == a * Fraction(10) ** k for k in (-3, -2, -1, 1, 2, 3))
 
 
+def _restate(text: str, changed: dict[Fraction, Fraction]) -> str:
+    """`text` with every number in `changed` replaced by its new value, written as the old one was:
+    the same decimal places ($13.20 -> $19.20, not $19.2) and thousands separators."""
+    def new(m: re.Match) -> str:
+        old = m.group(0).rstrip(",")
+        v = _frac(old)
+        if v not in changed:
+            return m.group(0)
+        v = changed[v]
+        places = len(old.split(".")[1]) if "." in old else 0
+        if (v * 10 ** places).denominator != 1:
+            return _show(v) + m.group(0)[len(old):]
+        body = f"{float(v):,.{places}f}" if "," in old else f"{float(v):.{places}f}"
+        return body + m.group(0)[len(old):]
+    return _NUMBER.sub(new, text)
+
+
 def _prose_numbers(lines: list[str], steps: list[_Step]) -> set[Fraction]:
     """The numbers a chain writes outside its steps (visible expression, fence and shown result)."""
     out = set()
@@ -357,7 +369,7 @@ def _misread(lines: list[str], steps: list[_Step], given: Fraction, read_text: s
             if s.value in changed:
                 return None  # an unchanged step with the value of a changed one: prose would be ambiguous
             continue
-        e = _rewrite_numbers(s.expr, changed, {given: read_text})
+        e = _rewrite_numbers(s.expr, changed)
         v = _evaluate(e)
         if not _nice(v) or (s.value.denominator == 1 and v.denominator != 1):
             return None
@@ -370,29 +382,27 @@ def _misread(lines: list[str], steps: list[_Step], given: Fraction, read_text: s
         return None
     # Prose: the given number is misread everywhere; a result is rewritten only once it is computed.
     known: dict[Fraction, Fraction] = {given: read}
-    forms = {given: read_text}  # the misread number as written (1.20 -> 1.30, not 1.3)
     out = []
     first = None
     for li, ln in enumerate(lines):
         pieces, pos = [], 0
         for si in (j for j, s in enumerate(steps) if s.line == li):
             s = steps[si]
-            pieces.append(_rewrite_numbers(ln[pos:s.start], known, forms))
+            pieces.append(_restate(ln[pos:s.start], known))
             if si in new_expr:
                 e, v = new_expr[si]
-                # A visible form mirrors the fence number by number; a step without one shows its
-                # operands in the prose (rewritten above) and its result after the fence.
-                news = iter(_NUMBER.findall(e))
-                vis = _NUMBER.sub(lambda m: next(news), s.visible or "")
+                # A visible form mirrors the fence's operands; a step without one shows them in the
+                # prose (rewritten above). Its result follows the fence.
                 eq = ln[s.start + len(s.visible or ""):s.end]
                 fence = _FENCE.search(eq)
-                pieces.append(vis + eq[:fence.start()] + f"<<{e}={_show(v)}>>" + _show(v))
+                pieces.append(_restate(s.visible or "", known) + _restate(eq[:fence.start()], known)
+                              + f"<<{e}={_show(v)}>>" + _restate(eq[fence.end():], {s.value: v}))
                 if v != s.value:
                     known[s.value] = v
             else:
                 pieces.append(ln[s.start:s.end])
             pos = s.end
-        pieces.append(_rewrite_numbers(ln[pos:], known, forms))
+        pieces.append(_restate(ln[pos:], known))
         new = "".join(pieces)
         if first is None and new != ln:
             first = li
