@@ -136,6 +136,50 @@ def test_output_dir_may_not_be_the_data_build(tmp_path, build):
     assert sorted(p.name for p in b.iterdir()) == before
 
 
+def _files(d):
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_output_dir_may_not_be_a_training_run_or_a_folder_of_other_files(tmp_path, build, adapter):
+    """Publishing would replace config.yaml, metrics.json and report.md: a training run (which could then
+    no longer resume) and the user's own folder are refused before anything is written."""
+    run = adapter.parent  # <run>/adapter: evaluate it into its own run dir
+    (run / "run.json").write_text(json.dumps({"format": "automon-train-run-v1", "status": "complete",
+                                              "subsets": ["safety_code"], "data_manifest_hash": "x"}))
+    (run / "config.yaml").write_text("train: {lr: 0.005}\n")
+    before = _files(run)
+    one_error_line(run_holdout(*cpu_overrides(build, run, *TINY, f"adapter={adapter}")),
+                   "is a training run's directory", "choose another output_dir=")
+    assert _files(run) == before
+    paper = tmp_path / "paper"
+    paper.mkdir()
+    for name in ("report.md", "config.yaml", "metrics.json", "draft.tex"):
+        (paper / name).write_text(f"the user's {name}\n")
+    before = _files(paper)
+    with pytest.raises(EvalError, match="holds files that are not an evaluation's.*draft.tex"):
+        evaluate(compose(cpu_overrides(build, paper, *TINY)))
+    assert _files(paper) == before
+    from automon.evaluation.publish import staged_outputs  # the same refusal where outputs are published
+
+    with pytest.raises(EvalError, match="not an evaluation's"):
+        with staged_outputs(paper) as stage:
+            (stage / "report.md").write_text("new")
+    assert _files(paper) == before
+
+
+def test_output_dir_with_only_a_cache_or_the_pipeline_record_is_an_evaluation_s(tmp_path, build):
+    out = tmp_path / "o"
+    (out / "pipeline" / "logs").mkdir(parents=True)
+    (out / "pipeline" / "pipeline_state.json").write_text("{}")
+    evaluate(compose(cpu_overrides(build, out, *TINY)))  # a killed first run leaves cache/ too
+    for p in out.iterdir():  # what a first run killed while scoring leaves: its cache (and the pipeline's)
+        if p.is_file():
+            p.unlink()
+    assert sorted(p.name for p in out.iterdir()) == ["cache", "pipeline"]
+    evaluate(compose(cpu_overrides(build, out, *TINY)))
+    assert (out / "identity.json").exists()
+
+
 def test_bootstrap_n_below_1_is_refused_at_config_time(tmp_path, build):
     with pytest.raises(Exception, match="bootstrap.n must be >= 1"):
         compose(cpu_overrides(build, tmp_path / "o", "bootstrap.n=0"))

@@ -8,10 +8,15 @@ earlier results in output_dir as they were; renames need no space. Until identit
 output set is not current (automon.evaluation.status), so a kill between the renames reruns, never
 passes off a mix as finished. The prediction cache (output_dir/cache by default) is never staged:
 it is appended to as predictions come in.
+
+output_dir is an evaluation's own or empty (`refuse_foreign_output`, before the model loads): never
+the data build, a training run's directory, or a folder of other files (a paper's report.md and
+metrics.json would be replaced).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -22,7 +27,67 @@ from typing import Iterator
 from automon.data.io import _lock, lock_leftover
 from automon.errors import disk_full
 from automon.evaluation.errors import EvalError
-from automon.evaluation.identity import IDENTITY_FILE
+from automon.evaluation.identity import IDENTITY_FILE, IDENTITY_FORMAT
+
+METRICS_FILE = "metrics.json"
+# What may sit in an output_dir before its first output set is published: the prediction cache
+# (appended to while scoring), the pipeline's record and logs (pipeline.py's state_dir), wandb's files.
+BEFORE_PUBLISH = ("cache", "pipeline", "wandb")
+
+
+def is_evaluation_dir(out_dir: Path) -> bool:
+    """Whether eval/holdout.py published outputs in `out_dir`: its identity record, or (a kill between
+    the renames, or results from before identity records) a metrics.json that carries metrics_version."""
+    for name, key, want in ((IDENTITY_FILE, "format", IDENTITY_FORMAT), (METRICS_FILE, "metrics_version", None)):
+        try:
+            doc = json.loads((out_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and key in doc and (want is None or doc[key] == want):
+            return True
+    return False
+
+
+def _before_publish(p: Path) -> bool:
+    """An entry an evaluation (or the pipeline around it) writes before its first outputs appear."""
+    if p.name.startswith("."):
+        return True  # staging dirs and temp files of this evaluation's writers
+    if p.name == "cache":  # prediction cache files only
+        return p.is_dir() and all(f.suffix == ".jsonl" for f in p.rglob("*") if f.is_file())
+    return p.name in BEFORE_PUBLISH and p.is_dir()
+
+
+def refuse_foreign_output(out_dir: Path, build_dir: Path) -> None:
+    """EvalError unless `out_dir` is empty, missing, or an evaluation's own: the data build (or a dir in or
+    around it), a training run's directory and a folder of other files are refused before anything is
+    written, since publishing would replace its config.yaml, metrics.json and report.md."""
+    from automon.training.rundir import is_run_dir
+
+    out, b = out_dir.resolve(), build_dir.resolve()
+    fix = "choose another output_dir= (or leave it unset: evals/<model>__<monitor>__<prompt>__shots<k>)"
+    if out == b or b in out.parents or out in b.parents:
+        where = "is the data build" if out == b else ("is inside" if b in out.parents else "holds") + " the data build"
+        raise EvalError(f"output_dir={out_dir} {where} {build_dir}", "output_dir",
+                        "choose an output_dir= outside the data build (or leave it unset: "
+                        "evals/<model>__<monitor>__<prompt>__shots<k>)")
+    if not out_dir.is_dir():
+        if out_dir.exists():
+            raise EvalError(f"output_dir={out_dir} is a file, not a directory", "output_dir", fix)
+        return
+    if is_run_dir(out_dir):
+        raise EvalError(f"output_dir={out_dir} is a training run's directory (its run.json): the evaluation "
+                        "would replace the run's config.yaml and the run could no longer be resumed or checked",
+                        "output_dir", fix + "; e.g. output_dir=evals/<run name>")
+    if (out_dir / "manifest.json").exists():
+        raise EvalError(f"output_dir={out_dir} holds a data build (manifest.json)", "output_dir", fix)
+    if is_evaluation_dir(out_dir):
+        return
+    other = sorted(p.name for p in out_dir.iterdir() if not _before_publish(p))
+    if other:
+        shown = ", ".join(other[:6]) + (f" (+{len(other) - 6} more)" if len(other) > 6 else "")
+        raise EvalError(f"output_dir={out_dir} holds files that are not an evaluation's (no {IDENTITY_FILE} or "
+                        f"{METRICS_FILE} of eval/holdout.py): {shown}", "output_dir",
+                        fix + " (an evaluation writes only into an empty directory or one of its own)")
 
 
 def _clean_leftovers(out_dir: Path) -> None:
@@ -44,7 +109,9 @@ def publish(stage: Path, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / IDENTITY_FILE).unlink(missing_ok=True)
     files = sorted(p for p in stage.rglob("*") if p.is_file() or p.is_symlink())
-    files.sort(key=lambda p: p.relative_to(stage).as_posix() == IDENTITY_FILE)  # identity.json last
+    # metrics.json first (a kill after it leaves a directory still known as an evaluation's, see
+    # is_evaluation_dir), identity.json last (the set is current only once it is whole)
+    files.sort(key=lambda p: {METRICS_FILE: 0, IDENTITY_FILE: 2}.get(p.relative_to(stage).as_posix(), 1))
     for src in files:
         dst = out_dir / src.relative_to(stage)
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -57,6 +124,13 @@ def staged_outputs(out_dir: Path) -> Iterator[Path]:
     becomes one EvalError line saying the earlier results are untouched."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    if out_dir.is_dir() and not is_evaluation_dir(out_dir):  # the start-up check, again before replacing
+        other = [p.name for p in out_dir.iterdir() if not _before_publish(p)]
+        if other:
+            raise EvalError(f"output_dir={out_dir} now holds files that are not an evaluation's: "
+                            f"{', '.join(sorted(other)[:6])}", "output_dir",
+                            "move them away and rerun the same command (predictions are cached), or choose "
+                            "another output_dir=")
     _clean_leftovers(out_dir)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
     fd = _lock(stage)
