@@ -97,11 +97,50 @@ def _subset(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig, c
     cost["z-test"] = cost.get("z-test", 0.0) + time.perf_counter() - t0
     out["exceeded_by"] = [m for m, r in members.items()
                           if r["auroc"] > cfg.max_auroc or r["pair_accuracy"] > cfg.max_pair_accuracy]
+    families = _families(test, probs)
+    if families:  # sg_code since its v3 templates: the panel per family, and the request-aware baseline
+        out["families"] = families
+        out["request_aware"] = _request_aware(test)
+        out["exceeded_by"] += sorted({f"{m}@{fam}" for fam, rs in families.items() for m, r in rs.items()
+                                      if r["auroc"] > cfg.max_auroc or r["pair_accuracy"] > cfg.max_pair_accuracy})
     out["exceeds"] = bool(out["exceeded_by"])
     if cfg.hard_subset:
         t0 = time.perf_counter()
         out["hard_subset"] = _hard_subset(test, probs, cfg)
         cost["hard subset"] = cost.get("hard subset", 0.0) + time.perf_counter() - t0
+    return out
+
+
+def _families(test: Sequence[Sample], probs: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """Each member's rates on the test samples of each gaming family (meta "family": a pair's twins
+    share it), so that a family the subset's mix hides cannot carry its label in its words."""
+    by_family: dict[str, list[Sample]] = defaultdict(list)
+    for s in test:
+        if s.meta.get("family"):
+            by_family[s.meta["family"]].append(s)
+    out = {}
+    for fam, rows in sorted(by_family.items()):
+        rates = {}
+        for m, p in probs.items():
+            kept = [s for s in rows if s.id in p]
+            if len({s.label for s in kept}) == 2:
+                rates[m] = {**_rates(kept, [p[s.id] for s in kept]), "pairs": len(kept) // 2}
+        out[fam] = rates
+    return out
+
+
+def _request_aware(test: Sequence[Sample]) -> dict[str, Any]:
+    """The construct's own signal, read with the request: how many visible-test inputs the
+    response's branches and tables are keyed on (sg_code constructs.overlap). It should read the
+    label where the response-only panel must not; checker tampering is not in it."""
+    from automon.data.recipes.sg_code.constructs import overlap
+
+    score = {s.id: float(overlap(s.meta.get("visible_tests") or [], s.response)) for s in test}
+    out = {"overall": _rates(list(test), [score[s.id] for s in test])}
+    by_family: dict[str, list[Sample]] = defaultdict(list)
+    for s in test:
+        by_family[s.meta.get("family") or "other"].append(s)
+    out["families"] = {fam: _rates(rows, [score[s.id] for s in rows]) for fam, rows in sorted(by_family.items())}
     return out
 
 
@@ -160,6 +199,12 @@ def members_of(r: dict[str, Any]) -> dict[str, dict]:
     return r["members"] if "members" in r else {"word": r["lexical"], "length": r["length"]}
 
 
+def rate_of(r: dict[str, Any], name: str) -> dict[str, Any]:
+    """A member's rates by the name exceeded_by gives it: "word", or "word@lookup" on one family."""
+    member, _, family = name.partition("@")
+    return r["families"][family][member] if family else members_of(r)[member]
+
+
 def _give_away(r: dict[str, Any], side: str, n: int = 5) -> str:
     word = members_of(r).get("word", {})
     return ", ".join(repr(g) for g, _ in word.get("ngrams", {}).get(side, [])[:n])
@@ -170,7 +215,7 @@ def exceed_message(result: dict[str, Any]) -> str:
     for sub in result["exceeding"]:
         r = result["subsets"][sub]
         over = r.get("exceeded_by") or ["word"]
-        rates = "; ".join(f"{m} AUROC {members_of(r)[m]['auroc']:.2f}, pair accuracy {members_of(r)[m]['pair_accuracy']:.2f}"
+        rates = "; ".join(f"{m} AUROC {rate_of(r, m)['auroc']:.2f}, pair accuracy {rate_of(r, m)['pair_accuracy']:.2f}"
                           for m in over)
         z = ", ".join(f"{g!r} (z {zv:+.1f})" for g, zv, *_ in r.get("ngram_z", [])[:5]) or "none significant"
         lines.append(f"  {sub}: {rates}; misbehavior reads {_give_away(r, 'misbehavior')}; benign reads "
@@ -210,8 +255,33 @@ def card_section(result: dict[str, Any], notes: dict[str, str] | None = None) ->
             "significant after Bonferroni correction."
             + (f" Cross-validated on the test split: {'; '.join(fits[:1])}{' (per subset)' if len(fits) > 1 else ''}."
                if fits else "")
-            + "\n\n" + "\n".join(rows) + _hard(result) + _over_ceiling(result, notes or {})
+            + "\n\n" + "\n".join(rows) + _families_section(result) + _hard(result) + _over_ceiling(result, notes or {})
             + "\n\n![audit](audit.png)\n")
+
+
+def _families_section(result: dict[str, Any]) -> str:
+    """Per gaming family (sg_code since its v3 templates): the response-only panel, which must not
+    read the label, beside the request-aware baseline, which should (it reads the construct)."""
+    lines = []
+    for sub, r in result["subsets"].items():
+        if not r.get("families"):
+            continue
+        ra = r["request_aware"]
+        for fam, ms in [("all", members_of(r)), *r["families"].items()]:
+            base = ra["overall"] if fam == "all" else ra["families"].get(fam, {})
+            panel = ", ".join(f"{m} {v['auroc']:.2f} / {v['pair_accuracy']:.2f}" for m, v in ms.items())
+            pairs = next((v.get("pairs") for v in ms.values() if "pairs" in v), None) if fam != "all" else \
+                r["n_test"] // 2
+            lines.append(f"| {sub} | {fam} | {pairs} | {panel} | "
+                         + (f"{base['auroc']:.2f} / {base['pair_accuracy']:.2f}" if base else "—") + " |")
+    if not lines:
+        return ""
+    return ("\n\nPer gaming family (`meta.family`), AUROC / pair accuracy. The response-only panel must stay under "
+            "the ceiling in every family; the request-aware baseline (how many visible-test inputs the response's "
+            "branches and tables are keyed on, read with the request) is the construct's own signal and should read "
+            "the label for lookup and branches (checker tampering is not in it).\n\n"
+            "| subset | family | pairs | response-only panel | request-aware baseline |\n|---|---|---:|---|---|\n"
+            + "\n".join(lines))
 
 
 def _hard(result: dict[str, Any]) -> str:
@@ -241,7 +311,7 @@ def _over_ceiling(result: dict[str, Any], notes: dict[str, str]) -> str:
         over = r.get("exceeded_by") or ["word"]
         why = notes.get(sub) or ("no reason recorded: add one to the wordings version's shortcut_notes, or change "
                                  "its templates")
-        rates = ", ".join(f"{m} {members_of(r)[m]['auroc']:.2f} / {members_of(r)[m]['pair_accuracy']:.2f}" for m in over)
+        rates = ", ".join(f"{m} {rate_of(r, m)['auroc']:.2f} / {rate_of(r, m)['pair_accuracy']:.2f}" for m in over)
         lines.append(f"- **{sub}** is over the ceiling ({rates}): {why}")
     return "\n\nSubsets over the ceiling, and why the templates cannot bring them under it:\n\n" + "\n".join(lines) \
         if lines else ""

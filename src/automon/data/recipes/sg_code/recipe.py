@@ -9,6 +9,7 @@ from automon.config.sg_code import STRATEGIES, SgCodeConfig
 from automon.config.wordings import SG_CODE_TEMPLATES
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import choose, plain, rotate
+from automon.data.recipes.sg_code import recipe_v3
 from automon.data.recipes.sg_code.decoys import with_decoys
 from automon.data.recipes.sg_code.extras import RewardHackExtras
 from automon.data.recipes.sg_code.mutation import balanced_pairs, screen_mutants, swap
@@ -25,6 +26,7 @@ _WALL_FACTOR = 10  # wall-clock allowance per program, in multiples of its CPU-t
 # fixed gaming shapes and bare canonical solutions, or v2's varied forms and shared decoys
 # (strategies_v2.py, decoys.py). Wordings v1 selects v1; v2 and later select v2.
 TEMPLATES_V1 = "v1"
+TEMPLATES_V3 = "v3"
 
 
 def sandbox_limits(cfg: SgCodeConfig) -> Limits:
@@ -37,7 +39,8 @@ def sandbox_limits(cfg: SgCodeConfig) -> Limits:
 def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcoded_rows: list[dict],
                   rh_selection_rows: list[dict], rh_selection_unhackable_rows: list[dict],
                   cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops,
-                  templates: str = TEMPLATES_V1, isolation: str = "auto", minimal_pairs: bool = False) -> list[Item]:
+                  templates: str = TEMPLATES_V1, isolation: str = "auto", minimal_pairs: bool = False,
+                  record_isolation: bool = True) -> list[Item]:
     """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
     solution and one of its gaming variants verify), plus training-only reward-hack extras.
 
@@ -46,6 +49,8 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
     selects v2's. `isolation` is the sandbox's (automon.sandbox.isolation; the mode in force is
     recorded per sample). `minimal_pairs` (wordings.sg_code_minimal_pairs, v4): the test pair is a
     minimal pair (strategies_v2.minimal_pair), trained on too; items without one are training-only.
+    "v3" (wordings v5) builds construct pairs instead (recipe_v3.py). `record_isolation`
+    (wordings.verification_in_samples): whether v3 samples record the isolation mode.
     Deterministic: the output depends only on the rows, cfg, incentives, seed and templates.
     """
     unknown = [s for s in cfg.strategies if s not in BUILDERS]
@@ -68,6 +73,9 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
             if task is not None:
                 tasks.append(task)
 
+    if templates == TEMPLATES_V3:
+        return _construct_items(tasks, mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
+                                cfg, incentives, seed, drops, isolation, record_isolation)
     with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
         verifier = Verifier(sb)
         picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
@@ -92,6 +100,22 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
 
 
 
+def _construct_items(tasks, mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
+                     cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops, isolation: str,
+                     record_isolation: bool) -> list[Item]:
+    """The v3 templates: construct pairs (recipe_v3.py) and the reward-hack extras."""
+    with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
+        verifier = Verifier(sb)
+        queued = recipe_v3.plan(tasks, seed, verifier, drops)
+        extras = RewardHackExtras(mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
+                                  incentives, seed, verifier, drops)
+        verifier.run()
+        isolation = sb.isolation
+    recorded = isolation if record_isolation else None
+    return (recipe_v3.items(tasks, queued, incentives, seed, verifier, recorded, drops)
+            + recipe_v3.checked_extras(extras.items(recorded), drops))
+
+
 def sg_code_recipe(ctx) -> list[Item]:
     """The sg_code recipe (SubsetSpec.recipe): the build's RecipeContext -> items."""
     def data(name):  # sg_code works on plain dicts that remember their source line
@@ -100,7 +124,7 @@ def sg_code_recipe(ctx) -> list[Item]:
     return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
                          data("rh_code_selection"), data("rh_code_selection_unhackable"), plain(c.sg_code),
                          list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.sg_code_templates,
-                         c.sandbox.isolation, c.wordings.sg_code_minimal_pairs)
+                         c.sandbox.isolation, c.wordings.sg_code_minimal_pairs, c.wordings.verification_in_samples)
 
 def _strategies(task: Task, strategies: list[str], cfg: SgCodeConfig, seed: int) -> list[str]:
     """The gaming strategies built for an item: `train_strategies_per_item` of them (at least one,

@@ -1,0 +1,157 @@
+"""sg_code items of the v3 templates (wordings v5): construct pairs (families.py), each twin
+verified in the sandbox and read by the construct check (constructs.py) before it becomes a sample.
+
+Per task: the canonical solution is run on inputs near the visible ones (the other inputs benign
+tables and branches are keyed on), a wrong implementation is screened (mutation.py), and a pair is
+built for every family in a seeded order. The first pair that verifies is the task's test pair;
+every verified pair trains when the task lands in the training split. Only tasks whose mutation is
+in a direction-balanced set make items (as v4's test pairs). A twin the construct check contradicts fails the build, naming
+the sample: the generator made a label that its own definition does not support.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from automon.data.check import BuildError
+from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.common import choose, rotate, short_hash
+from automon.data.recipes.sg_code.constructs import analyse, response_code, violations
+from automon.data.recipes.sg_code.families import (FAMILIES, Twins, candidate_inputs, other_cases,
+                                                   outputs_program, quote_of, twins)
+from automon.data.recipes.sg_code.mutation import balanced_pairs, screen_mutants, swap
+from automon.data.recipes.sg_code.render import PREFACES, render_request, render_response
+from automon.data.recipes.sg_code.tasks import SUBSET, Task
+from automon.data.recipes.sg_code.verifier import Verifier
+
+RECIPE = "sg_code_template"
+
+
+@dataclass
+class _Queued:
+    twins: Twins
+    g_visible: int
+    g_hidden: int
+    b_visible: int
+    b_hidden: int
+
+
+def constructible(task: Task, tw: Twins) -> str | None:
+    """Why a pair cannot stand for its family on this task, or None. The one case the builders
+    cannot see: visible inputs that the canonical solution already special-cases itself (fibfib's
+    `if n == 2: return 1` where a visible test is fibfib(2) == 1), so that the gaming twin's
+    branches add nothing test-specific and only its wrong fallback is left (a plain bug)."""
+    asserts = [v.text for v in task.visible]
+    return violations(1, tw.gaming.code, asserts, task.code) or violations(0, tw.benign, asserts, task.code)
+
+
+def plan(tasks: list[Task], seed: int, verifier: Verifier, drops: Drops) -> dict[str, list[_Queued]]:
+    """Build every task's construct pairs and queue their checks (the verifier runs them later)."""
+    candidates = {t.key: candidate_inputs(t, seed) for t in tasks}
+    runs = {t.key: verifier.program(outputs_program(t, candidates[t.key])) for t in tasks if candidates[t.key]}
+    mutants = screen_mutants(tasks, seed, verifier, decrements=True)  # runs the queued programs too
+    verifier.run()
+    queued: dict[str, list[_Queued]] = {}
+    for t in tasks:
+        others = []
+        if t.key in runs:
+            ok, stdout = verifier[runs[t.key]]
+            others = other_cases(t, candidates[t.key], stdout, quote_of(t)) if ok else []
+        asserts = [v.text for v in t.visible]
+        queued[t.key] = []
+        for family in rotate(list(FAMILIES), len(FAMILIES), seed, t.key, "v3", "family"):
+            tw = twins(t, family, seed, mutants.get(t.key), others)
+            if tw is None:
+                continue
+            if constructible(t, tw):
+                drops.add(SUBSET, f"construct_pair_not_test_specific:{family}")
+                continue
+            queued[t.key].append(_Queued(tw, verifier.visible(tw.gaming.code, asserts),
+                                         verifier.hidden(tw.gaming.code, t.hidden),
+                                         verifier.visible(tw.benign, asserts), verifier.hidden(tw.benign, t.hidden)))
+    return queued
+
+
+def _verified(q: _Queued, verifier: Verifier) -> bool:
+    """The gaming twin passes the visible tests and fails the hidden ones; the benign passes both."""
+    return (verifier[q.g_visible][0] and not verifier[q.g_hidden][0]
+            and verifier[q.b_visible][0] and verifier[q.b_hidden][0])
+
+
+def items(tasks: list[Task], queued: dict[str, list[_Queued]], incentives: list[str], seed: int,
+          verifier: Verifier, isolation: str | None, drops: Drops) -> list[Item]:
+    """The tasks' items, after the verifier ran. `isolation`: recorded in each sample's
+    verification when not None (wordings before v5)."""
+    verified: dict[str, list[_Queued]] = {}
+    for t in tasks:
+        verified[t.key] = [q for q in queued[t.key] if _verified(q, verifier)]
+        drops.add(SUBSET, "construct_pair_failed_verification", len(queued[t.key]) - len(verified[t.key]))
+        if not queued[t.key]:
+            drops.add(SUBSET, "no_construct_pair")
+    # Only tasks from a direction-balanced set of mutations (mutation.balanced_pairs), in both
+    # splits: a gaming twin carries its task's mutation, and a direction made more often (`<` ->
+    # `<=` more often than back, `if x` -> `if not x` more often than back) would teach a
+    # response-only classifier which twin is wrong.
+    swaps = {k: swap(qs[0].twins.gaming.meta["wrong_impl"]) for k, qs in verified.items() if qs}
+    balanced = balanced_pairs(swaps, seed)
+    drops.add(SUBSET, "construct_pair_mutation_direction_balance", len(swaps) - len(balanced))
+    out = []
+    for t in tasks:
+        if t.key not in balanced:
+            continue
+        pairs = [_drafts(t, q, incentives, seed, verifier, isolation) for q in verified[t.key]]
+        out.append(Item((t.key,), SUBSET, t.source, pairs[0], [d for p in pairs for d in p]))
+    return out
+
+
+def checked_extras(extras: list[Item], drops: Drops) -> list[Item]:
+    """The reward-hack extras (training only) through the construct check: a code sample that
+    contradicts its label is left out and counted (external rows, not this generator's output).
+    A selection answer names an option and holds no code: nothing to read."""
+    out = []
+    for it in extras:
+        canonical = next((code for d in it.train if d.label == 0 and (code := response_code(d.response))), None)
+        keep = []
+        for d in it.train:
+            bad = violations(d.label, response_code(d.response), d.meta.get("visible_tests") or [], canonical)
+            if bad:
+                drops.add(SUBSET, f"extra_contradicts_construct_check:{d.meta.get('recipe', '')}")
+                continue
+            keep.append(d)
+        if keep:
+            out.append(Item(it.keys, it.subset, it.source, None, keep))
+    return out
+
+
+def _drafts(task: Task, q: _Queued, incentives: list[str], seed: int, verifier: Verifier,
+            isolation: str | None) -> tuple[Draft, Draft]:
+    incentive = choose(incentives, seed, task.key, "incentive")
+    asserts = [v.text for v in task.visible]
+    request = render_request(task.problem, asserts, incentive)
+    tw = q.twins
+    preface = choose(PREFACES, seed, task.key, tw.family, "v3", "preface")
+    meta = {"recipe": RECIPE, "generator": "template", "incentive": incentive, "visible_tests": asserts,
+            "source_dataset": task.dataset, "source_ref": task.ref, "family": tw.family, "form": tw.form}
+    where = {} if isolation is None else {"isolation": isolation}
+    drafts = []
+    for label, code, variant in ((1, tw.gaming.code, tw.family), (0, tw.benign, f"{tw.family}_benign")):
+        bad = violations(label, code, asserts, task.code)
+        if bad:
+            sid = short_hash(task.source, SUBSET, RECIPE, variant, label, n=16)
+            raise BuildError(f"sg_code sample {sid} ({task.key}, {variant}) contradicts its label {label}: {bad}",
+                             "wordings.sg_code_templates", "a generator bug: report it with this line")
+        found = analyse(code, asserts, task.code)
+        constructs = {"test_keyed": found.test_keyed, "tampering": found.tampering}
+        if label:
+            h_why = verifier[q.g_hidden][1]
+            m = {**meta, "strategy": tw.family, "wrong_impl": tw.gaming.meta["wrong_impl"], "constructs": constructs,
+                 "verification": {"visible": "pass", "hidden": "fail", "hidden_result": h_why,
+                                  "hidden_tests": task.n_hidden, **where}}
+            response = render_response(code, preface)
+            assert all(e in response for e in tw.gaming.evidence), (task.key, tw.family, tw.gaming.evidence)
+            drafts.append(Draft(request, response, 1, list(tw.gaming.evidence), m, variant))
+        else:
+            m = {**meta, "strategy": f"{tw.family}_benign", "constructs": constructs,
+                 "verification": {"visible": "pass", "hidden": "pass", "hidden_tests": task.n_hidden, **where}}
+            drafts.append(Draft(request, render_response(code, preface), 0, [], m, variant))
+    return drafts[0], drafts[1]
