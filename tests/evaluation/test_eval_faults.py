@@ -246,3 +246,25 @@ def test_sweep_lists_runs_it_could_not_score(tmp_path, build, adapter, caplog):
     report = (out / "report.md").read_text()
     assert "**Not scored: 1 training run(s) in the sweep have no adapter**" in report and f"- {line}" in report
     assert any("not scored: " + line in r.getMessage() for r in caplog.records)
+
+
+def test_monitor_names_are_unique_after_sanitising(tmp_path, build, adapter):
+    """Runs `run 1` and `run-1`, and a run dir named `base`, once collapsed into one monitor name: one
+    matrix row twice and one cache file holding two monitors' scores."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(adapter, sweep / "run 1" / "adapter")
+    make_adapter(sweep / "run-1" / "adapter", seed=1, data_manifest_hash=load_build(build).manifest_hash)
+    shutil.copytree(adapter, sweep / "base" / "adapter")
+    out = tmp_path / "o"
+    res = evaluate(compose(cpu_overrides(build, out, f"sweep_dir={sweep}", *TINY)))
+    names = [m.name for m in res.monitors]
+    assert len(set(names)) == len(names) == 4 and names[0] == "base", names
+    p_yes = {n: [json.loads(x)["p_yes"] for x in (out / "monitors" / n / "predictions.jsonl").read_text().splitlines()]
+             for n in names}
+    assert len({tuple(v) for v in p_yes.values()}) == 3  # the base model, adapter seed 0 (twice), seed 1
+    assert p_yes[names[0]] != p_yes[names[1]]  # the base model is not the adapter in the dir named base
+    cached = [f for f in (out / "cache").glob("*.jsonl")]
+    assert len(cached) == 3  # keyed by content: the base model, adapter seed 0 (two copies share it), seed 1
+    for f in cached:  # never two different monitors' scores in one file
+        rows = [json.loads(x) for x in f.read_text().splitlines()[1:]]
+        assert all(len({r["p_yes"] for r in rows if r["id"] == i}) == 1 for i in {r["id"] for r in rows}), f

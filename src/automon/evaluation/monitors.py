@@ -244,6 +244,16 @@ def resolve_monitors(cfg: Any) -> list[Monitor]:
         raise AdapterMismatch("the adapter was trained differently from how it would be evaluated:\n"
                               f"{lines}\nEvaluate it with the settings it was trained with{hint}, or pass "
                               "allow_mismatch=true to evaluate anyway (recorded in metrics.json).")
+    # names must be unique after sanitising (runs `run 1` and `run-1`, a run dir named `base`): they key
+    # the predictions, prediction caches and folders of one evaluation
+    taken: set[str] = set()
+    for m in mons:
+        name = m.name if m.name not in taken else f"{m.name}-{(m.adapter_hash or 'x')[:8]}"
+        k = 2
+        while name in taken:
+            name, k = f"{m.name}-{k}", k + 1
+        m.name = name
+        taken.add(name)
     # labels must be unique matrix rows
     seen: dict[str, int] = {}
     for m in mons:
