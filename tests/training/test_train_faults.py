@@ -139,6 +139,22 @@ def test_empty_train_split_says_how_to_fix_it(tmp_path, build):
                     "its train split has safety_qa", "subset=safety_qa", "subsets=[sg_qa]")
 
 
+def test_a_list_of_subsets_needs_training_samples_of_each(tmp_path, build):
+    """subset=[safety_qa,sg_code] on a build without sg_code training samples trained on safety_qa alone
+    and recorded safety_qa+sg_code."""
+    whole = load_build(build)
+    b = tmp_path / "b"
+    write_build(b, [s for s in whole.samples("train") if s.subset == "safety_qa"], whole.samples("test"), {"seed": 0})
+    line = one_error_line(run_sft(*_ov(b, tmp_path / "r", "subset=[safety_qa,sg_code]")),
+                          "no training samples for sg_code (of subset=safety_qa+sg_code)", "its train split has safety_qa")
+    assert "subsets=[safety_qa,sg_code]" in line and not (tmp_path / "r").exists()
+    # a manifest whose counts do not say so (a faulty writer): the samples themselves are checked too
+    from automon.training.run import _refuse_missing_subsets
+
+    with pytest.raises(TrainError, match="no training samples for sg_code"):
+        _refuse_missing_subsets(whole, ["safety_qa", "sg_code"], "safety_qa+sg_code", {"safety_qa"})
+
+
 def test_sha256_mismatch_tells_how_this_build_was_made(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)

@@ -98,6 +98,9 @@ def run(cfg: Any) -> int:
     rd.refuse_foreign(run_dir, build.path)  # never the data build, never a folder of other files
     ensure_writable_dir(run_dir, "output_dir")
     build.verify("train")
+    counts = (build.manifest.get("counts") or {}).get("train")
+    if isinstance(counts, dict):  # the manifest's counts say it before the model loads; the samples say it again
+        _refuse_missing_subsets(build, subsets, label, {k for k, v in counts.items() if v})
 
     prev = None
     if not c.overwrite:
@@ -126,6 +129,21 @@ def run(cfg: Any) -> int:
                                  getattr(e, "filename", None) or str(run_dir),
                                  "free some space (or quota) there and rerun the same command: it resumes from "
                                  "the newest complete checkpoint") from e
+
+
+def _refuse_missing_subsets(build, subsets: list[str], label: str, present: set[str]) -> None:
+    """Every chosen subset must have training samples in the build: subset=[safety_qa,sg_code] on a build
+    without sg_code's would train on safety_qa alone and be recorded as safety_qa+sg_code."""
+    missing = [s for s in subsets if s not in present]
+    if not missing:
+        return
+    has = sorted((build.manifest.get("counts") or {}).get("train") or {})
+    what = f"for {label}" if len(missing) == len(subsets) else f"for {', '.join(missing)} (of subset={label})"
+    raise TrainConfigError(
+        f"the build at {build.path} has no training samples {what} (its train split has "
+        f"{', '.join(has) or 'no subsets'})", "subset",
+        f"choose subsets it has (e.g. subset={has[0] if has else 'all'}), or rebuild it with "
+        f"{', '.join(missing)}'s training samples (python data_build/build.py subsets=[{','.join(subsets)}] ...)")
 
 
 def _claim(run_dir: Path, resolved: dict, subsets: list[str], label: str, build) -> None:
@@ -171,13 +189,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     model_path = resolve_model_path(c.model)
     max_len = min(c.train.max_seq_length, c.model.max_position_embeddings)
     samples = select_samples(build.samples("train"), subsets)
-    if not samples:
-        has = sorted((build.manifest.get("counts") or {}).get("train") or {})
-        raise TrainConfigError(
-            f"the build at {build.path} has no training samples for {label} (its train split has "
-            f"{', '.join(has) or 'no subsets'})", "subset",
-            f"choose subsets it has (e.g. subset={has[0] if has else 'all'}), or rebuild it with {label}'s "
-            f"training samples (python data_build/build.py subsets=[{label.replace('+', ',')}] ...)")
+    _refuse_missing_subsets(build, subsets, label, {s.subset for s in samples})
     builder = ExampleBuilder(tok, c.prompt.name, c.model.enable_thinking, max_len)
     dataset, stats, first = builder.build_dataset(samples)
     del samples
