@@ -3,7 +3,8 @@
 Training writes `<run>/adapter/automon_adapter.json`; evaluation refuses an adapter whose base model,
 prompt (or prompt fit version) or thinking setting differ from the evaluation config unless
 allow_mismatch=true. `check_adapter_files` reads what loading the adapter relies on (the PEFT config,
-the weights' safetensors header and size, the LoRA ranks, this record) without loading any weights:
+the weights' safetensors header and size, the LoRA ranks, that no weight is inf or NaN, this record)
+without loading a model:
 evaluation and the training stage's "is it current?" both ask it, so a damaged adapter is neither
 scored (a traceback deep in PEFT) nor taken for a finished run.
 """
@@ -96,6 +97,31 @@ def safetensors_shapes(path: Path) -> dict[str, list[int]]:
     return shapes
 
 
+# Bits of a float's exponent field, all ones for inf and NaN; safetensors dtype -> (width in bytes, mask).
+_EXPONENT = {"F32": (4, 0x7F800000), "F16": (2, 0x7C00), "BF16": (2, 0x7F80), "F64": (8, 0x7FF0000000000000)}
+
+
+def nonfinite_tensors(path: Path) -> list[str]:
+    """Names of the tensors in a (complete, see safetensors_shapes) .safetensors file that hold inf or NaN,
+    read off the exponent bits of the memory-mapped data (no torch; a LoRA adapter takes milliseconds)."""
+    import numpy as np
+
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if path.stat().st_size > 8 + n else None
+    bad = []
+    for name, t in header.items():
+        if name == "__metadata__" or t.get("dtype") not in _EXPONENT or data is None:
+            continue
+        width, mask = _EXPONENT[t["dtype"]]
+        start, end = (int(x) for x in t["data_offsets"])
+        words = data[start:end].view(f"<u{width}")
+        if np.any((words & np.array(mask, dtype=words.dtype)) == mask):
+            bad.append(name)
+    return bad
+
+
 def lora_ranks(shapes: dict[str, list[int]]) -> dict[str, int]:
     """Module -> LoRA rank read off the weights (lora_A is [r, in], lora_B [out, r])."""
     out = {}
@@ -133,6 +159,11 @@ def check_adapter_files(adapter_dir: str | os.PathLike) -> dict[str, Any]:
             k, v = next(iter(sorted(bad.items())))
             raise AdapterError(f"the LoRA weights have rank {v} ({k}) but {ADAPTER_CONFIG_FILE} says r={r}: the "
                                "weights and the config come from different trainings", str(weights), _RETRAIN)
+        broken = nonfinite_tensors(weights)
+        if broken:  # a diverged training: every sample would score alike (MR = FAR = 1.0)
+            raise AdapterError(f"{WEIGHTS_FILE} holds inf or NaN in {len(broken)} tensor(s) (e.g. {broken[0]}): "
+                               "its training diverged", str(weights),
+                               "retrain it with a lower train.lr (train/sft.py ... overwrite=true)")
     if (d / ADAPTER_META_FILE).exists():
         meta = AdapterMeta.read(d)
         if not pattern and int(meta.lora_rank or r) != r:

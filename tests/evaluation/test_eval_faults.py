@@ -12,7 +12,9 @@ import shutil
 import pytest
 
 from support import compose, cpu_overrides, make_adapter, make_build, one_error_line, rewrite_split, run_holdout
-from automon.adapter_meta import AdapterError
+import torch
+
+from automon.adapter_meta import AdapterError, check_adapter_files, nonfinite_tensors
 from automon.data.io import load_build
 from automon.evaluation import evaluate
 from automon.evaluation.errors import EvalError
@@ -54,6 +56,25 @@ def test_damaged_adapter_weights_areone_error_line(tmp_path, build, adapter, dam
         one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")),
                         "adapter_model.safetensors is not a complete safetensors file", "retrain it")
         assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_an_adapter_with_nan_or_inf_weights_is_refused(tmp_path, build, adapter, value):
+    """A diverged training's adapter scored every sample alike: MR = FAR = 1.0 with exit 0."""
+    from safetensors.torch import load_file, save_file
+
+    d = _copy_adapter(adapter, tmp_path / "run" / "adapter")
+    w = load_file(d / "adapter_model.safetensors")
+    name = sorted(w)[3]
+    w[name][0, 0] = float(value)
+    save_file(w, d / "adapter_model.safetensors")
+    with pytest.raises(AdapterError, match="holds inf or NaN in 1 tensor"):
+        check_adapter_files(d)
+    one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", *TINY, f"adapter={d}")), "inf or NaN",
+                   "training diverged", "lower train.lr")
+    for dtype in (torch.bfloat16, torch.float16):  # the exponent test of each float width
+        save_file({k: v.to(dtype) for k, v in w.items()}, d / "adapter_model.safetensors")
+        assert nonfinite_tensors(d / "adapter_model.safetensors") == [name]
 
 
 def test_lora_weights_of_another_rank_than_the_config_are_refused(tmp_path, build, adapter):

@@ -87,6 +87,12 @@ def test_preflight_names_unknown_subsets_and_options_and_lists_the_valid_keys():
     ("wandb.mode=sometimes", "wandb.mode must be one of"),
     ("train.max_seq_length=100", "max_seq_length must be >= 256"),
     ("model.pretrained=api", "is a monitor behind an API"),
+    ("train.lr=inf", "train.lr=inf is not a finite number"),  # trained every weight to NaN, exit 0
+    ("train.lr=nan", "train.lr=nan is not a finite number"),
+    ("train.epochs=inf", "train.epochs=inf is not a finite number"),
+    ("train.seed=-1", "train.seed=-1 is out of range"),
+    ("train.lr_scheduler=bogus", "train.lr_scheduler='bogus' is not a valid value.*cosine"),
+    ("train.lora.targets=[nope_proj]", r"names \['nope_proj'\].*q_proj"),
 ])
 def test_validate_rejects_bad_values(bad, msg):
     with pytest.raises(TrainConfigError, match=msg):
@@ -138,3 +144,11 @@ def test_cli_unknown_subset_and_typo_exit_2():
     assert r.returncode == 2 and "unknown subset 'nope'" in r.stderr and "sg_code" in r.stderr
     r = run_sft("train.lrr=1", timeout=60)
     assert r.returncode == 2 and "unknown config key 'train.lrr'" in r.stderr and "max_seq_length" in r.stderr
+
+
+def test_lr_schedulers_offered_are_transformers_names():
+    from transformers.trainer_utils import SchedulerType
+
+    from automon.config.train import LR_SCHEDULERS
+
+    assert set(LR_SCHEDULERS) <= {s.value for s in SchedulerType}

@@ -155,6 +155,27 @@ def test_a_list_of_subsets_needs_training_samples_of_each(tmp_path, build):
         _refuse_missing_subsets(whole, ["safety_qa", "sg_code"], "safety_qa+sg_code", {"safety_qa"})
 
 
+def test_a_non_finite_loss_or_weight_stops_training_before_an_adapter_is_saved(tmp_path):
+    """train.lr=inf trained to an all-NaN adapter with exit 0 (refused at config time now); a loss that
+    becomes NaN anyway stops at its log line, and NaN weights are never saved."""
+    import torch
+    from types import SimpleNamespace
+
+    from automon.training.callbacks import MetricsCallback
+    from automon.training.run import _refuse_nonfinite_weights
+
+    cb = MetricsCallback(tmp_path / "metrics.jsonl", None)
+    cb.on_log(None, SimpleNamespace(global_step=1), None, logs={"loss": 1.5})
+    with pytest.raises(TrainError, match="training diverged: the loss is nan at step 2"):
+        cb.on_log(None, SimpleNamespace(global_step=2), None, logs={"loss": float("nan")})
+    model = torch.nn.Linear(2, 2)
+    _refuse_nonfinite_weights(model, tmp_path)
+    with torch.no_grad():
+        model.weight[0, 0] = float("inf")
+    with pytest.raises(TrainError, match="1 trained weight tensor.*inf or NaN.*weight"):
+        _refuse_nonfinite_weights(model, tmp_path)
+
+
 def test_sha256_mismatch_tells_how_this_build_was_made(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)

@@ -19,7 +19,13 @@ from automon.config.common import DataConfig, ModelConfig, PromptConfig, WandbCo
 from automon.subsets import ALL
 from automon.subsets import names as subset_names
 
+# The projections of the decoder blocks of the model families automon trains (Qwen3, Llama/SmolLM2):
+# train.lora.targets must name some of them (a name the model lacks fails inside PEFT, after loading).
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# transformers' SchedulerType values that need no lr_scheduler_kwargs and no evaluation metric
+# (tests/training/test_train_config.py checks they are transformers' names).
+LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                 "inverse_sqrt")
 
 
 @dataclass
@@ -61,7 +67,7 @@ class TrainSection:
     # middle; clamped to model.max_position_embeddings.
     max_seq_length: int = 32768
     seed: int = 0                  # data order, LoRA init; part of the run-dir name
-    lr_scheduler: str = "cosine"   # a transformers scheduler name
+    lr_scheduler: str = "cosine"   # a transformers scheduler name (LR_SCHEDULERS)
     warmup_ratio: float = 0.03     # share of steps warming the lr up
     weight_decay: float = 0.0      # AdamW weight decay
     max_grad_norm: float = 1.0     # gradient clipping

@@ -79,5 +79,13 @@ class MetricsCallback(TrainerCallback):
                                                             else v)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
+        loss = logs["loss"]
+        if isinstance(loss, (int, float)) and not math.isfinite(loss):
+            from automon.training.errors import TrainError
+
+            # Nothing trained from here on is worth keeping: stop before a NaN adapter is saved.
+            raise TrainError(f"training diverged: the loss is {loss} at step {state.global_step}",
+                             str(self.path), "lower train.lr (and check train.max_grad_norm), then rerun with "
+                             "overwrite=true: the checkpoints of this run may hold the diverged weights")
         log.info("step %d  loss %.4f  lr %.3g  %s tok/s", state.global_step, logs["loss"],
                  logs.get("learning_rate", float("nan")), logs.get("tokens_per_s", "-"))

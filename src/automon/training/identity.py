@@ -8,6 +8,7 @@ run stays finished, an unfinished one resumes).
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 import automon.training.rundir as rd
-from automon.config.train import SFTConfig
+from automon.config.train import LORA_TARGETS, LR_SCHEDULERS, LoraSection, SFTConfig, TrainSection
 from automon.data.io import Build, load_build
 from automon.prompts import PROMPT_NAMES
 from automon.stage_status import Status, flatten
@@ -35,6 +36,14 @@ def typed(cfg: Any) -> tuple[SFTConfig, dict]:
 
 def validate(c: SFTConfig) -> None:
     t = c.train
+    defaults = {**{k: getattr(TrainSection(), k) for k in ("lr", "epochs", "warmup_ratio", "weight_decay",
+                                                              "max_grad_norm")}, "lora.dropout": LoraSection().dropout}
+    for key, default in defaults.items():  # inf passes `lr > 0` and trains every weight to NaN
+        value = t.lora.dropout if key == "lora.dropout" else getattr(t, key)
+        if not math.isfinite(value):
+            raise TrainConfigError(f"train.{key}={value} is not a finite number", f"train.{key}",
+                                   f"use a finite value (the default is {default})")
+    bad_targets = [x for x in t.lora.targets if x not in LORA_TARGETS]
     checks = [
         (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
         (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
@@ -52,6 +61,11 @@ def validate(c: SFTConfig) -> None:
         (bool(t.lora.targets) and "lm_head" not in t.lora.targets,
          "train.lora.targets must be non-empty and must not include lm_head (vLLM cannot serve it; "
          "the loss reads lm_head.weight directly)"),
+        (not bad_targets, f"train.lora.targets names {bad_targets}, which are not projections of the models "
+                          f"automon trains (train.lora.targets); use some of: {', '.join(LORA_TARGETS)}"),
+        (t.seed >= 0, f"train.seed={t.seed} is out of range (train.seed); use a value >= 0"),
+        (t.lr_scheduler in LR_SCHEDULERS, f"train.lr_scheduler={t.lr_scheduler!r} is not a valid value "
+                                          f"(train.lr_scheduler); use one of: {', '.join(LR_SCHEDULERS)}"),
         (t.save_steps >= 1 and t.logging_steps >= 1, "train.save_steps and train.logging_steps must be >= 1"),
         (0 <= t.warmup_ratio <= 1, f"train.warmup_ratio={t.warmup_ratio} is out of range (train.warmup_ratio); use a "
                                    "share of the training steps in [0, 1], e.g. 0.03"),

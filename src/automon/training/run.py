@@ -146,6 +146,17 @@ def _refuse_missing_subsets(build, subsets: list[str], label: str, present: set[
         f"{', '.join(missing)}'s training samples (python data_build/build.py subsets=[{','.join(subsets)}] ...)")
 
 
+def _refuse_nonfinite_weights(model, run_dir: Path) -> None:
+    """A trained LoRA weight that is inf or NaN scores every sample alike (MR = FAR = 1): never saved."""
+    import torch
+
+    bad = [n for n, p in model.named_parameters() if p.requires_grad and not bool(torch.isfinite(p).all())]
+    if bad:
+        raise TrainError(f"training diverged: {len(bad)} trained weight tensor(s) hold inf or NaN (e.g. {bad[0]}); "
+                         "no adapter was written", str(run_dir),
+                         "lower train.lr (and check train.max_grad_norm), then rerun with overwrite=true")
+
+
 def _claim(run_dir: Path, resolved: dict, subsets: list[str], label: str, build) -> None:
     """run.json first, then config.yaml, before any other file: a directory holds a run only when a run
     record says so (automon.training.rundir.is_run_dir), so nothing else is ever taken for one."""
@@ -256,6 +267,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
             "max_seq_length": max_len, "data": data_summary, "trainer": trainer_name,
         }
         versions = run_info["versions"]
+        _refuse_nonfinite_weights(trainer.model, run_dir)
         tmp = run_dir / ".adapter.tmp"
         if tmp.exists():
             shutil.rmtree(tmp)
