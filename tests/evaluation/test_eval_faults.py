@@ -289,3 +289,36 @@ def test_monitor_names_are_unique_after_sanitising(tmp_path, build, adapter):
     for f in cached:  # never two different monitors' scores in one file
         rows = [json.loads(x) for x in f.read_text().splitlines()[1:]]
         assert all(len({r["p_yes"] for r in rows if r["id"] == i}) == 1 for i in {r["id"] for r in rows}), f
+
+
+def test_cache_rows_that_are_not_predictions_are_recomputed(tmp_path, build, caplog):
+    """A cached p_yes of 7.5 was used (a 'yes'); "abc" or a row that is a list crashed."""
+    out = tmp_path / "o"
+    ov = cpu_overrides(build, out, *TINY)
+    first = evaluate(compose(ov))
+    (f,) = (out / "cache").glob("*.jsonl")
+    lines = f.read_text().splitlines()
+    rows = [json.loads(x) for x in lines[1:]]
+    bad = [dict(rows[0], p_yes=7.5), dict(rows[1], p_yes="abc"), [rows[2]["id"], 0.5],
+           dict(rows[3], p_yes=float("nan"))]
+    f.write_text(lines[0] + "\n" + "".join(json.dumps(r) + "\n" for r in bad))
+    caplog.set_level("WARNING")
+    again = evaluate(compose(ov))
+    assert again.n_computed == 4 and again.n_cached == 0
+    assert any("4 row(s) are not predictions and are recomputed" in r.getMessage() for r in caplog.records)
+    got = [json.loads(x)["p_yes"] for x in (out / "predictions.jsonl").read_text().splitlines()]
+    want = [r["p_yes"] for r in rows]
+    assert sorted(got) == pytest.approx(sorted(want))
+
+
+def test_cache_dir_that_is_a_file_or_a_cache_file_that_is_a_directory_fails_before_scoring(tmp_path, build):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", *TINY, f"cache_dir={afile}")),
+                   f"cannot write in cache_dir={afile}")
+    from automon.evaluation.cache import PredictionCache, key_hash
+
+    key = {"k": 1}
+    (tmp_path / "c" / f"{key_hash({'cache_version': 'predcache_v1', **key})}.jsonl").mkdir(parents=True)
+    with pytest.raises(EvalError, match="cache file .* is a directory"):
+        PredictionCache(tmp_path / "c", key)

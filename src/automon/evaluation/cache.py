@@ -5,7 +5,8 @@ Key of a file (evaluation.run.cache_key): what the backend says identifies its p
 prompt name, shots (+seed), thinking flag. Key of a line: sample id, checked against the hash of the exact
 prompt messages (a rebuilt sample with the same id but different text is recomputed, not reused).
 Lines are flushed and fsync'ed after every backend call, so a killed run loses at most the
-in-flight call; a torn last line is ignored on reading. Failed requests are not cached (a rerun
+in-flight call; a torn last line is ignored on reading, and a row that cannot be a prediction (a p_yes
+outside [0, 1], a list, ...) is recomputed with a warning. Failed requests are not cached (a rerun
 retries them).
 """
 
@@ -13,17 +14,40 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from automon.backends.base import JudgeResult
+from automon.data.io import ensure_writable_dir
+from automon.evaluation.errors import EvalError
+
+log = logging.getLogger("automon.evaluation")
 
 CACHE_VERSION = "predcache_v1"
 
 
 def key_hash(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def row_problem(row: Any) -> str | None:
+    """Why a cache line cannot be a prediction (None when it can): a row edited, mixed in from elsewhere
+    or written by a faulty backend is recomputed, never used (a p_yes of 7.5 would count as a 'yes')."""
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not a row"
+    if not isinstance(row.get("id"), str) or not isinstance(row.get("prompt_sha"), str):
+        return "no string id and prompt_sha"
+    p, mass = row.get("p_yes"), row.get("mass")
+    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0):
+        return f"p_yes {p!r} is not a probability"
+    if mass is not None and (isinstance(mass, bool) or not isinstance(mass, (int, float)) or not math.isfinite(mass)):
+        return f"mass {mass!r} is not a number"
+    if row.get("text") is not None and not isinstance(row["text"], str):
+        return "text is not a string"
+    return None
 
 
 class PredictionCache:
@@ -33,7 +57,15 @@ class PredictionCache:
         self.path = self.root / f"{key_hash(self.key)}.jsonl"
         self._rows: dict[str, dict[str, Any]] = {}
         self.torn_lines = 0
+        self.bad_rows = 0
         self._needs_newline = False
+        # before any scoring: a cache_dir that is a file (or unwritable) once failed at the first write,
+        # after the first chunk had been scored
+        ensure_writable_dir(self.root, "cache_dir")
+        if self.path.is_dir():
+            raise EvalError(f"the prediction cache file {self.path.name} is a directory", str(self.path),
+                            "remove or rename it (it holds no predictions of automon's), or set cache_dir= "
+                            "elsewhere")
         if self.path.exists():
             self._load()
 
@@ -43,16 +75,25 @@ class PredictionCache:
             if f.tell():
                 f.seek(-1, os.SEEK_END)
                 self._needs_newline = f.read(1) != b"\n"
+        first_bad = None
         with open(self.path, encoding="utf-8", errors="replace") as f:
-            for line in f:
+            for i, line in enumerate(f, 1):
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     self.torn_lines += 1  # a write cut short by a kill
                     continue
-                if "key" in row:
+                if isinstance(row, dict) and "key" in row:
+                    continue
+                problem = row_problem(row)
+                if problem:
+                    self.bad_rows += 1
+                    first_bad = first_bad or f"{self.path}:{i}: {problem}"
                     continue
                 self._rows[row["id"]] = row
+        if self.bad_rows:
+            log.warning("prediction cache: %d row(s) are not predictions and are recomputed (first: %s)",
+                        self.bad_rows, first_bad)
 
     def __len__(self) -> int:
         return len(self._rows)
