@@ -7,7 +7,8 @@ Unlike the build's audit (fitted on the training split), this asks whether the t
 its label in its own wording: word 1-2 gram TF-IDF, character 3-5 gram TF-IDF within word
 boundaries, character 1-4 grams, each + logistic regression. Prints AUROC and pair accuracy (the
 misbehaving twin scored strictly above its benign twin: twins with the same features tie, and a tie
-counts as a miss). docs/data.md quotes its output for the local v3 and v4 builds.
+counts as a miss); where samples name a gaming family (sg_code's `meta.family`), the same held-out
+scores per family too. docs/data.md quotes its output for the local builds.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def main(build: str, subsets: list[str]) -> None:
                 pairs.setdefault(g, {})[int(y[i])] = p[i]
             acc = np.mean([d[1] > d[0] for d in pairs.values() if len(d) == 2])
             print(f"{subset:15s} {name:12s} AUROC {roc_auc_score(y, p):.3f}  pair accuracy {acc:.3f}  (n={len(rows)})")
+            families = sorted({s["meta"].get("family") for s in rows} - {None})
+            for fam in families:  # sg_code since its v3 templates: the same held-out scores, per gaming family
+                idx = [i for i, s in enumerate(rows) if s["meta"].get("family") == fam]
+                fam_pairs = [pairs[g] for g in dict.fromkeys(groups[i] for i in idx) if len(pairs[g]) == 2]
+                fam_acc = np.mean([d[1] > d[0] for d in fam_pairs])
+                print(f"{'':15s} {name:12s}   {fam:10s} AUROC {roc_auc_score(y[idx], p[idx]):.3f}  "
+                      f"pair accuracy {fam_acc:.3f}  (n={len(idx)})")
 
 
 if __name__ == "__main__":

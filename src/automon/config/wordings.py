@@ -65,8 +65,10 @@ class WordingsConfig:
     # v5 and later: the safety subsets' test pairs are those two blind annotators agreed on, read
     # from this directory of the repository (annotations/<name>); "" = no annotation filter.
     safety_annotations: str = ""
-    # v1-v4 record how this machine verified an sg_code sample (its sandbox isolation mode) in the
-    # sample's meta, so builds differ across machines; v5 records it in the build log only.
+    # Whether an sg_code sample's meta records how this machine verified it (its sandbox isolation
+    # mode), which makes builds differ across machines. Every released version does (the manifest's
+    # sandbox_isolation record and the card's isolation-off banner are read from it); false leaves it
+    # out of the samples (the v3 templates honour it) for a version whose build record carries it.
     verification_in_samples: bool = True
     # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's

@@ -209,6 +209,22 @@ def _exits_ok_anywhere(node: ast.AST) -> bool:
     return any(_exits_ok(n) for n in ast.walk(node) if isinstance(n, (ast.Call, ast.Raise)))
 
 
+def _hook_succeeds_on_failure(hook: ast.AST) -> bool:
+    """An excepthook that exits with success for a failed test: unconditionally (a lambda, or a
+    def whose own statements exit), or under a condition on AssertionError / Exception. Exiting 0 on
+    a KeyboardInterrupt is no test failure turned into success."""
+    if isinstance(hook, ast.Lambda):
+        return _exits_ok_anywhere(hook.body)
+    for stmt in hook.body:
+        if isinstance(stmt, ast.If):
+            names = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+            if names & {"AssertionError", "Exception", "BaseException"} and _exits_ok_anywhere(ast.Module(stmt.body, [])):
+                return True
+        elif _stmt_exits_ok(stmt, {}) or (isinstance(stmt, (ast.Expr, ast.Raise)) and _exits_ok_anywhere(stmt)):
+            return True
+    return False
+
+
 def _always_true(expr: ast.AST) -> bool:
     """`True`, `x is x`, or an `or` of which one operand is always true."""
     if isinstance(expr, ast.Constant):
@@ -234,7 +250,7 @@ def _tampering(tree: ast.Module) -> list[str]:
                 if tgt == "sys.excepthook":
                     hook = node.value
                     body = hook if isinstance(hook, ast.Lambda) else funcs.get(getattr(hook, "id", ""))
-                    if body is not None and _exits_ok_anywhere(body):
+                    if body is not None and _hook_succeeds_on_failure(body):
                         out.append(f"an excepthook that exits with success: {tgt} = {ast.unparse(hook)[:60]}")
                 elif tgt.startswith(("builtins.", "__builtins__")) or tgt in ("AssertionError", "__builtins__"):
                     out.append(f"patches builtins: {tgt}")
