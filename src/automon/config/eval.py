@@ -116,6 +116,24 @@ class HoldoutConfig:
         b.check_model(self.model)
         if self.unparseable not in UNPARSEABLE_POLICIES:
             raise ConfigError(f"unparseable={self.unparseable!r}; choose one of {', '.join(UNPARSEABLE_POLICIES)}")
+        for key in ("adapter", "sweep_dir", "output_dir", "cache_dir"):  # `adapter=` once scored the base model
+            if getattr(self, key) is not None and not str(getattr(self, key)).strip():
+                raise ConfigError(f"{key}= is empty; give a directory, or {key}=null for "
+                                  f"{'the base model' if key == 'adapter' else 'no sweep' if key == 'sweep_dir' else 'the default'}")
+        for key, value in (("data.dir", self.data.dir), ("ood.cache_dir", self.ood.cache_dir),
+                           ("wandb.dir", self.wandb.dir)):
+            if value is not None and not str(value).strip():
+                raise ConfigError(f"{key}= is empty; give a directory (or {key}=null where the default will do)")
+        if self.data.max_pairs_per_subset is not None and self.data.max_pairs_per_subset < 1:
+            # -1 once kept all pairs but one (sorted(pairs)[:-1])
+            raise ConfigError(f"data.max_pairs_per_subset={self.data.max_pairs_per_subset} is out of range; use a "
+                              "number of pairs >= 1, or null for all")
+        for key, value in (("bootstrap.seed", self.bootstrap.seed), ("shots_seed", self.shots_seed),
+                           ("ood.seed", self.ood.seed)):
+            if value < 0:
+                raise ConfigError(f"{key}={value} is out of range; use a seed >= 0")
+        if self.shots_max_chars < 1:
+            raise ConfigError(f"shots_max_chars={self.shots_max_chars} is out of range; use a value >= 1")
         if self.adapter and self.sweep_dir:
             raise ConfigError("give either adapter=<dir> or sweep_dir=<dir>, not both")
         if not 0.0 <= self.threshold <= 1.0:
