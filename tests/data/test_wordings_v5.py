@@ -116,6 +116,31 @@ def test_percentages_fractions_and_implied_numbers_are_never_misread():
     assert {m.given for m in misread_chains(sol, q, "1.5")} <= {"60"}
 
 
+def test_a_number_the_chain_also_writes_in_words_is_not_misread():
+    # "Eight doses = 7 * 56" would contradict itself.
+    q = "Saanvi combines 14 mL of one medicine with 3 times that amount of another. How many mL are in 8 doses?"
+    sol = ("Second medicine = 3 * 14 = <<3*14=42>>42 mL\nOne dose = 14 + 42 = <<14+42=56>>56 mL\n"
+           "Eight doses = 8 * 56 = <<8*56=448>>448 mL\n")
+    got = misread_chains(sol, q, "448")
+    assert got and {m.given for m in got} == {"14"}
+    # Nor one the question also writes in words: "eight" may be a second quantity of the same value.
+    q2 = "Tom has 8 apples and eight pears. He buys 5 more apples. How many fruits has he?"
+    sol2 = "He has 8+5 = <<8+5=13>>13 apples.\nWith the pears, 13+8 = <<13+8=21>>21 fruits.\n"
+    assert {m.given for m in misread_chains(sol2, q2, "21")} == {"5"}
+
+
+def test_changed_numbers_are_written_as_the_reference_wrote_them():
+    q = ("A pound of strawberries costs $2.20 and a pound of cherries costs 6 times as much. If Briget buys 5 pounds "
+         "of cherries and a $1,250 fridge, how much will it cost?")
+    sol = ("A pound of cherries costs $2.20 x 6 = $<<2.20*6=13.20>>13.20.\n"
+           "Five pounds of cherries cost $13.20 x 5 = $<<13.20*5=66>>66.\n"
+           "With the fridge, $66 + $1,250 = $<<66+1250=1316>>1,316.\n")
+    got = {m.read: m for m in misread_chains(sol, q, "1316")}
+    assert got["3.20"].lines[:2] == ["A pound of cherries costs $3.20 x 6 = $19.20.",
+                                     "Five pounds of cherries cost $19.20 x 5 = $96."]
+    assert got["1,350"].lines[2] == "With the fridge, $66 + $1,350 = $1,416."
+
+
 def test_the_choice_is_keyed_and_stable():
     sol, gold = NATALIA["answer"].rsplit("####", 1)
     a = [misread_chain(sol, NATALIA["question"], gold.strip(), 0, "k", i) for i in range(12)]
