@@ -6,8 +6,7 @@ cross-validation on the test pairs themselves (folds keep twins together), per s
 Unlike the build's audit (fitted on the training split), this asks whether the test split carries
 its label in its own wording: word 1-2 gram TF-IDF, character 3-5 gram TF-IDF within word
 boundaries, character 1-4 grams, each + logistic regression. Prints AUROC and pair accuracy (the
-misbehaving twin scored strictly above its benign twin: twins with the same features tie, and a tie
-counts as a miss); where samples name a gaming family (sg_code's `meta.family`), the same held-out
+misbehaving twin scored above its benign twin, a tie counting 1/2 as in automon.metrics); where samples name a gaming family (sg_code's `meta.family`), the same held-out
 scores per family too. docs/data.md quotes its output for the local builds.
 """
 
@@ -31,6 +30,12 @@ VECTORIZERS = {
 }
 
 
+def _win(pair: dict[int, float]) -> float:
+    """The misbehaving twin scored above its benign twin: 1; a tie (twins with the same features): 1/2,
+    as automon.metrics.pair_accuracy counts it."""
+    return 1.0 if pair[1] > pair[0] else 0.5 if pair[1] == pair[0] else 0.0
+
+
 def main(build: str, subsets: list[str]) -> None:
     samples = [json.loads(line) for line in open(f"{build}/test.jsonl")]
     for subset in subsets:
@@ -45,13 +50,13 @@ def main(build: str, subsets: list[str]) -> None:
             pairs: dict[str, dict[int, float]] = {}
             for i, g in enumerate(groups):
                 pairs.setdefault(g, {})[int(y[i])] = p[i]
-            acc = np.mean([d[1] > d[0] for d in pairs.values() if len(d) == 2])
+            acc = np.mean([_win(d) for d in pairs.values() if len(d) == 2])
             print(f"{subset:15s} {name:12s} AUROC {roc_auc_score(y, p):.3f}  pair accuracy {acc:.3f}  (n={len(rows)})")
             families = sorted({s["meta"].get("family") for s in rows} - {None})
             for fam in families:  # sg_code since its v3 templates: the same held-out scores, per gaming family
                 idx = [i for i, s in enumerate(rows) if s["meta"].get("family") == fam]
                 fam_pairs = [pairs[g] for g in dict.fromkeys(groups[i] for i in idx) if len(pairs[g]) == 2]
-                fam_acc = np.mean([d[1] > d[0] for d in fam_pairs])
+                fam_acc = np.mean([_win(d) for d in fam_pairs])
                 print(f"{'':15s} {name:12s}   {fam:10s} AUROC {roc_auc_score(y[idx], p[idx]):.3f}  "
                       f"pair accuracy {fam_acc:.3f}  (n={len(idx)})")
 
