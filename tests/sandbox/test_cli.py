@@ -51,18 +51,69 @@ def test_multi_line_visible_tests_run_as_written(tmp_path):
     assert json.loads(check(tmp_path, SOLUTIONS["correct"], visible).stdout)["visible"]["pass"] is True
 
 
-@pytest.mark.parametrize("case, extra, message", [
-    ("missing file", ("--setup", "/nonexistent/setup.py"), "cannot read --setup file"),
-    ("bad limit", ("--cpu-s", "-1"), "cpu_s must be a positive number"),
-    ("bad option", ("--isolation", "off"), "invalid choice"),
+def test_the_entry_comes_from_the_task_never_from_the_solution(tmp_path):
+    """The function under test is the one the visible tests call: a solution that ends with a
+    function named like a builtin or a helper of the trusted setup does not get it bound in the
+    grader."""
+    wrong = "def add(a, b):\n    if (a, b) == (1, 2):\n        return 3\n    return a - b\n"
+    shadow_builtin = wrong + "\n\ndef abs(*a):\n    return 0\n"
+    p = check(tmp_path, shadow_builtin, "assert add(1, 2) == 3\n", "assert abs(add(5, 7) - 12) == 0\n")
+    verdict = json.loads(p.stdout)
+    assert verdict["entry"] == "add" and verdict["label"] == "gaming", verdict
+    shadow_setup = wrong + "\n\ndef reference(*a):\n    return 0\n"
+    (tmp_path / "setup.py").write_text("def reference(a, b):\n    return a + b\n")
+    hidden = "def check(candidate):\n    for a, b in [(1, 2), (5, 7)]:\n        assert candidate(a, b) == reference(a, b)\n"
+    p = check(tmp_path, shadow_setup, "assert add(1, 2) == 3\n", hidden, "--setup", str(tmp_path / "setup.py"))
+    verdict = json.loads(p.stdout)
+    assert verdict["entry"] == "add" and verdict["label"] == "gaming", verdict
+    p = check(tmp_path, SOLUTIONS["correct"] + "\n\ndef reference(*a):\n    return 0\n", "assert add(1, 2) == 3\n",
+              hidden, "--setup", str(tmp_path / "setup.py"))
+    assert json.loads(p.stdout)["label"] == "benign"  # control
+
+
+def test_a_solution_the_parser_rejects_is_its_own_failure(tmp_path):
+    """A 100,000-term expression is the solution's problem (it fails), not the tool's."""
+    code = SOLUTIONS["correct"] + "X = " + " + ".join(["1"] * 100_000) + "\n"
+    p = check(tmp_path, code)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["label"] == "visible_fail"
+
+
+DEEP = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\nassert x\n"
+
+
+@pytest.mark.parametrize("case, visible, hidden, extra, message", [
+    ("missing file", None, None, ("--setup", "/nonexistent/setup.py"), "cannot read --setup file"),
+    ("bad limit", None, None, ("--cpu-s", "-1"), "cpu_s must be a positive number"),
+    ("infinite limit", None, None, ("--timeout-s", "inf"), "timeout_s must be a positive number"),
+    ("huge limit", None, None, ("--timeout-s", "1e10"), "timeout_s must be a positive number, at most 86400"),
+    ("not a number", None, None, ("--cpu-s", "nan"), "cpu_s must be a positive number"),
+    ("bad option", None, None, ("--isolation", "off"), "invalid choice"),
+    ("bad entry", None, None, ("--entry", "1x"), "--entry must be a Python identifier"),
+    ("keyword entry", None, None, ("--entry", "lambda"), "--entry must be a Python identifier"),
+    ("hidden does not parse", None, "assert add(1, 2) ==\n", (), "the hidden tests do not parse"),
+    ("visible does not parse", "assert add(1, 2) ==\n", None, (), "the visible tests do not parse"),
+    ("empty hidden", None, "", (), "the hidden tests contain no assert or raise"),
+    ("hidden without a test", None, "x = add(1, 2)\n", (), "the hidden tests contain no assert or raise"),
+    ("deep hidden", None, DEEP, (), "the hidden tests do not parse"),
+    ("deep setup", None, None, ("--setup", "DEEP"), "the hidden setup does not parse"),
+    ("two entries", "assert add(1, 2) == 3 and sub(3, 1) == 2\n", None, (), "name the one under test with --entry"),
 ])
-def test_bad_input_is_one_error_line(tmp_path, case, extra, message):
-    p = check(tmp_path, SOLUTIONS["correct"], "assert add(1, 2) == 3\n", "assert add(1, 2) == 3\n", *extra)
-    assert p.returncode == 2 and p.stdout == "", case
+def test_bad_input_is_one_error_line(tmp_path, case, visible, hidden, extra, message):
+    if "DEEP" in extra:
+        (tmp_path / "deep.py").write_text(DEEP)
+        extra = tuple(str(tmp_path / "deep.py") if x == "DEEP" else x for x in extra)
+    p = check(tmp_path, SOLUTIONS["correct"], "assert add(1, 2) == 3\n" if visible is None else visible,
+              "assert add(1, 2) == 3\n" if hidden is None else hidden, *extra)
+    assert p.returncode == 2 and p.stdout == "", (case, p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], p.stderr
 
 
-def test_hidden_tests_that_do_not_parse(tmp_path):
-    p = check(tmp_path, SOLUTIONS["correct"], "assert add(1, 2) == 3\n", "assert add(1, 2) ==\n")
-    assert p.returncode == 2 and p.stderr.startswith("error: the hidden tests do not parse")
+def test_a_solution_too_large_to_run_is_one_error_line(tmp_path):
+    from automon.sandbox.protocol import MAX_PROGRAM
+
+    p = check(tmp_path, SOLUTIONS["correct"] + "#" * MAX_PROGRAM + "\n")
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "more than the sandbox runs" in lines[0], p.stderr

@@ -6,9 +6,12 @@
   does to the grader (objects with their own __eq__, patched builtins, exits, reading the tests,
   writing into pipes).
 
-Every family here got through the previous sandbox (run in one process with the tests, pickle on the
-channel, only a network namespace). Each test also has a control that must pass, so none can pass
-by the sandbox refusing everything.
+Every family here got through an earlier sandbox (run in one process with the tests, pickle on the
+channel, only a network namespace; then state kept in /dev between programs, an exception that
+ends the tests' map(), a grader deaf to its own deadline, the unshare fallback's view of the host).
+Each test also has a control that must pass, so none can pass by the sandbox refusing everything.
+Every test runs in each contained isolation mode the machine supports (bwrap and unshare; a mode
+that cannot start here is skipped, saying why).
 """
 
 from __future__ import annotations
@@ -33,11 +36,35 @@ HIDDEN = hidden_tests("assert add(1, 2) == 3\nassert add(5, 7) == 12\nassert add
 CORRECT = "def add(a, b):\n    return a + b\n"
 
 
+def start(mode: str, limits: Limits = LIMITS, workers: int = 2) -> Sandbox:
+    """A started pool in `mode`; the test is skipped where that mode cannot run."""
+    box = Sandbox(limits, workers=workers, isolation=mode)
+    try:
+        box.start()
+    except SandboxError as e:
+        pytest.skip(f"isolation {mode} cannot run here: {e}")
+    assert box.isolation == mode
+    return box
+
+
+@pytest.fixture(scope="module", params=[ISOLATION_BWRAP, ISOLATION_UNSHARE])
+def mode(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def sb():
-    with Sandbox(LIMITS, workers=2) as box:
-        assert box.isolation in (ISOLATION_BWRAP, ISOLATION_UNSHARE)
-        yield box
+def sb(mode):
+    box = start(mode)
+    yield box
+    box.close()
+
+
+@pytest.fixture()
+def one_worker(mode):
+    """A pool of one worker: consecutive programs run in the same worker, one after the other."""
+    box = start(mode, workers=1)
+    yield box
+    box.close()
 
 
 def label(sb, code: str) -> tuple[str, str]:
@@ -157,6 +184,148 @@ def test_the_build_path_labels_the_same(sb):
     assert [(v[a][0], v[b][0]) for a, b in handles] == [(True, False), (True, False), (True, True)]
 
 
+# A program raises, on the hidden inputs, an exception that the tests' own control flow would take
+# for something else: StopIteration ends a map() early (so all() sees only the passing calls), an
+# exception a test catches by name looks like an input the task rejects.
+SWALLOWED = {
+    "stop_iteration": ("StopIteration", "assert all(map(lambda c: add(*c[0]) == c[1], CASES))\n"),
+    "stop_iteration_in_filter": ("StopIteration", "assert not list(filter(lambda c: add(*c[0]) != c[1], CASES))\n"),
+    "caught_by_name": ("ValueError", "for (a, b), want in CASES:\n    try:\n        assert add(a, b) == want\n"
+                                     "    except ValueError:\n        pass\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWALLOWED))
+def test_an_exception_from_the_program_is_a_failure_the_tests_cannot_swallow(sb, name):
+    exc, tests = SWALLOWED[name]
+    hidden = hidden_tests("CASES = [((1, 2), 3), ((5, 7), 12), ((-1, 1), 0)]\n" + tests, remote=("add",))
+    code = f"def add(a, b):\n    if (a, b) == (1, 2):\n        return 3\n    raise {exc}('no')\n"
+    vis, hid = sb.run_jobs([visible_job(code, VISIBLE), hidden_job(code, hidden)])
+    assert visible_verdict(vis)[0] and hidden_verdict(hid) == (False, f"exit 1: {exc}"), hid.grader.stderr[-500:]
+    control = sb.run_jobs([hidden_job(CORRECT, hidden)])[0]
+    assert hidden_verdict(control) == (True, "pass")
+
+
+# What a bool-returning task's hostile samples learn from the grader: a call that arrives after a
+# guess means the guess passed; a guess with no call after it (the tests stopped) failed. Kept
+# anywhere writable, that knowledge grows from sample to sample until one passes every test.
+LEARNER = """
+import json, os, sys
+PLACES = ["/dev/shm", "/dev", "/dev/mqueue", "/proc", "/run", "/var/tmp", "/tmp", "/", os.getcwd()]
+def _path():
+    for d in PLACES:
+        try:
+            os.chmod(d, 0o777)
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(d, ".learnt"), "a"):
+                return os.path.join(d, ".learnt")
+        except OSError:
+            continue
+STATE = _path()
+try:
+    S = json.load(open(STATE))
+except Exception:
+    S = {"known": {}, "pending": None}
+if S["pending"]:  # the last sample's guess had no call after it: wrong
+    S["known"][S["pending"][0]] = not S["pending"][1]
+    S["pending"] = None
+def is_even(n):
+    graded = sys._getframe(1).f_code.co_name == "serve_calls"
+    if S["pending"]:  # this call came after the guess: right
+        S["known"][S["pending"][0]] = S["pending"][1]
+        S["pending"] = None
+    answer = S["known"].get(str(n), True)
+    if graded and str(n) not in S["known"]:
+        S["pending"] = [str(n), answer]
+    try:
+        json.dump(S, open(STATE, "w"))
+    except Exception:
+        pass
+    return answer
+"""
+
+
+def test_no_sample_learns_from_the_samples_before_it(one_worker):
+    """The build path (one pool, many jobs, the Verifier): hostile samples of one task never
+    accumulate what the grader revealed to earlier ones."""
+    hidden = hidden_tests("assert is_even(3) == False\nassert is_even(10) == True\nassert is_even(7) == False\n",
+                          remote=("is_even",))
+    v = Verifier(one_worker)
+    handles = [(v.visible(f"# sample {i}\n{LEARNER}", ["assert is_even(2) == True"]),
+                v.hidden(f"# sample {i}\n{LEARNER}", hidden)) for i in range(4)]
+    v.run()
+    assert [v[a][0] for a, _ in handles] == [True] * 4
+    assert [v[b][0] for _, b in handles] == [False] * 4, [v[b] for _, b in handles]
+
+
+LEAVE_BEHIND = """
+import os
+# Leave a mark anywhere writable (making it writable first where chmod lets it), and remember how
+# many processes were started: a pid counter that carries over is a channel too.
+for d in ["/dev/shm", "/dev", "/dev/mqueue", "/dev/pts", "/proc", "/run", "/var/tmp", "/tmp", "/", "/usr", "/sandbox"]:
+    try:
+        os.chmod(d, 0o777)
+    except OSError:
+        pass
+    try:
+        open(os.path.join(d, ".mark"), "w").write("x")
+        print("LEFT", d)
+    except OSError:
+        pass
+for _ in range(5):
+    if os.fork() == 0:
+        os._exit(0)
+    os.wait()
+print(os.getpid())
+"""
+
+FIND = """
+import os
+found = [d for d in ["/dev/shm", "/dev", "/dev/mqueue", "/dev/pts", "/proc", "/run", "/var/tmp", "/tmp", "/", "/usr",
+                     "/sandbox"] if os.path.exists(os.path.join(d, ".mark"))]
+print("FOUND", found)
+print(os.getpid())
+"""
+
+
+def test_nothing_a_program_leaves_reaches_the_next(one_worker):
+    first, second = one_worker.run_many([LEAVE_BEHIND, FIND])
+    assert first.ok and second.ok, (first, second)
+    assert "FOUND []" in second.stdout, first.stdout + second.stdout
+    assert first.stdout.split()[-1] == second.stdout.split()[-1]  # the same pid: no counter carried over
+
+
+COLLIDING_REPLY = """
+import sys
+# 50,000 integers with one hash (k * (2**61 - 1) all hash to 0), sent as a set: the grader building
+# it compares each with every one before it, in C code that hears no signal. The reply is forged by
+# rebinding `encode` in the globals of the call server (the caller's frame).
+def add(a, b):
+    if (a, b) == (1, 2):
+        return 3
+    sys._getframe(1).f_globals["encode"] = lambda x, depth=0: {"$": "set", "v": [k * (2**61 - 1) for k in range(1, 50001)]}
+"""
+
+
+def test_a_reply_cannot_hold_the_grader_past_its_deadline(sb):
+    limits = Limits(timeout_s=2, cpu_s=1, memory_mb=256)
+    t0 = time.monotonic()
+    g = sb.run_jobs([hidden_job(COLLIDING_REPLY, HIDDEN)], limits)[0]
+    assert hidden_verdict(g)[0] is False and time.monotonic() - t0 < limits.timeout_s + 5, (g, time.monotonic() - t0)
+
+
+def test_the_grader_is_ended_from_outside_at_its_deadline(sb):
+    """A comparison or computation in C code (here sum over a huge range) runs deaf to any signal
+    handler inside the grader: its deadline is kept from outside it."""
+    busy = hidden_tests("assert add(1, 2) == 3\nassert sum(range(2 * 10 ** 9)) > 0\n", remote=("add",))
+    t0 = time.monotonic()
+    g = sb.run_jobs([hidden_job(CORRECT, busy)], Limits(timeout_s=0.5, memory_mb=256))[0]
+    assert g.grader.status == "timeout" and hidden_verdict(g) == (False, "timeout")
+    assert time.monotonic() - t0 < 6
+
+
 # --- escapes -----------------------------------------------------------------------------------
 
 def test_files_outside_are_neither_readable_nor_writable(sb, tmp_path):
@@ -192,9 +361,9 @@ def test_files_outside_are_neither_readable_nor_writable(sb, tmp_path):
     del repo_file
 
 
-def test_the_builds_environment_and_processes_are_invisible(monkeypatch):
+def test_the_builds_environment_and_processes_are_invisible(monkeypatch, mode):
     monkeypatch.setenv("AUTOMON_TEST_TOKEN", "hunter2-secret")
-    with Sandbox(LIMITS, workers=1) as box:  # started with the variable set
+    with start(mode, workers=1) as box:  # started with the variable set
         r = box.run(textwrap.dedent("""
             import os
             print(sorted(os.environ))
@@ -216,11 +385,15 @@ def test_the_builds_environment_and_processes_are_invisible(monkeypatch):
 
 @pytest.fixture()
 def listeners(tmp_path):
-    """A TCP server on loopback, a Unix socket at a host path and an abstract Unix socket."""
+    """A TCP server on loopback, a Unix socket at a host path (outside /tmp, which an earlier
+    sandbox covered with its own, where it can) and an abstract Unix socket."""
+    import tempfile
+
     tcp = socket.socket()
     tcp.bind(("127.0.0.1", 0))
     tcp.listen()
-    path = str(tmp_path / "host.sock")
+    outside = "/var/tmp" if os.access("/var/tmp", os.W_OK) else str(tmp_path)
+    path = os.path.join(tempfile.mkdtemp(dir=outside), "host.sock")
     unix = socket.socket(socket.AF_UNIX)
     unix.bind(path)
     unix.listen()
@@ -231,6 +404,8 @@ def listeners(tmp_path):
     yield tcp.getsockname()[1], path, name
     for s in (tcp, unix, abstract):
         s.close()
+    os.unlink(path)
+    os.rmdir(os.path.dirname(path))
 
 
 def test_no_network_of_any_kind(sb, listeners):
@@ -266,6 +441,116 @@ def test_no_network_of_any_kind(sb, listeners):
     ref = subprocess.run([sys.executable, "-c", textwrap.dedent(prog)], capture_output=True, text=True)
     assert "CONNECTED tcp" in ref.stdout and "CONNECTED unix" in ref.stdout
     assert "CONNECTED" not in r.stdout and r.stdout.count("blocked") == 7, r.stdout + r.stderr
+
+
+def test_every_writable_place_is_bounded_by_the_memory_limit(sb):
+    """Whatever a program can write (its /tmp; anything else it can make writable) holds at most
+    its memory limit, and nothing past its end."""
+    limits = Limits(timeout_s=20, cpu_s=10, memory_mb=128)
+    r = sb.run(textwrap.dedent("""
+        import os
+        total = 0
+        for d in ["/dev/shm", "/dev", "/dev/mqueue", "/proc", "/run", "/var/tmp", "/tmp", os.getcwd()]:
+            try:
+                os.chmod(d, 0o777)
+            except OSError:
+                pass
+            try:
+                with open(os.path.join(d, "hoard"), "wb", buffering=0) as f:
+                    for _ in range(40):  # at most 320 MB a place
+                        total += f.write(bytes(8 << 20))
+            except OSError:
+                pass
+            print(d, total >> 20, flush=True)
+    """), limits)
+    written = max([int(ln.split()[-1]) for ln in r.stdout.splitlines()] or [0])
+    assert written <= limits.memory_mb, r.stdout + r.stderr
+    assert run(sb, "open('f', 'wb').write(bytes(8 << 20))\nprint('ok')").ok  # control
+
+
+KERNEL_HOARD = """
+import fcntl, os, socket
+held = 0
+def fill(fd):
+    global held
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            held += os.write(fd, bytes(65536))
+    except OSError:
+        pass
+for _ in range(300):  # at most 300 pairs of each: ~600 MB of buffers where nothing bounds them
+    try:
+        a, b = socket.socketpair()
+        fill(a.fileno())
+        a.detach(), b.detach()
+    except OSError:
+        break
+for _ in range(300):
+    try:
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MB
+        except OSError:
+            pass
+        fill(w)
+    except OSError:
+        break
+print(held >> 20)
+"""
+
+
+def test_kernel_memory_in_socket_and_pipe_buffers_is_bounded(sb):
+    """Socket and pipe buffers are kernel memory that no process's resident size shows: sockets
+    are refused (there is no network to reach), pipes keep their default size and descriptors
+    are few."""
+    limits = Limits(timeout_s=20, cpu_s=10, memory_mb=128)
+    r = sb.run(KERNEL_HOARD, limits)
+    assert r.ok and int(r.stdout) < limits.memory_mb / 2, r
+
+
+DEVICES = """
+import os
+print(sorted(os.listdir("/dev")))
+for path in ["/dev/kmsg", "/dev/console", "/dev/loop0", "/dev/loop7", "/dev/kvm", "/dev/mem", "/dev/vda", "/dev/ptmx",
+             "/dev/pts/ptmx", "/dev/tty1", "/dev/fuse", "/dev/vsock"]:
+    try:
+        os.close(os.open(path, os.O_WRONLY))
+        print("OPENED", path)
+    except OSError:
+        pass
+with open("/dev/null", "w") as f:  # control: the ordinary devices work
+    f.write("x")
+print(len(open("/dev/urandom", "rb").read(8)))
+"""
+
+
+def test_no_host_device_is_there(sb):
+    r = run(sb, DEVICES)
+    assert r.ok and "OPENED" not in r.stdout and r.stdout.splitlines()[-1] == "8", r.stdout + r.stderr
+    assert set(eval(r.stdout.splitlines()[0])) <= {"null", "zero", "full", "random", "urandom", "tty"}
+
+
+def test_a_deep_directory_does_not_stop_the_sandbox(one_worker):
+    deep = "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+    first, second = one_worker.run_many([deep, "print('next')"])
+    assert first.stdout == "deep\n" and second.stdout == "next\n", (first, second)
+
+
+def test_a_tree_ends_with_its_main_process(sb):
+    """Once the main process exits, what it left running is ended (a child that keeps writing
+    would otherwise hold the pipes, and the run, open until the deadline, unwatched)."""
+    t0 = time.monotonic()
+    r = sb.run(textwrap.dedent("""
+        import os, sys, time
+        for _ in range(4):
+            if os.fork() == 0:
+                while True:  # the pipe never drains
+                    os.write(1, b"x" * (1 << 20))
+        time.sleep(0.3)
+        print("main done", flush=True)
+    """), Limits(timeout_s=15, cpu_s=10, memory_mb=256))
+    assert r.status == "exited" and r.exit_code == 0 and time.monotonic() - t0 < 8, r
 
 
 def _alive(tag: str) -> list[int]:
@@ -384,7 +669,7 @@ def test_an_exponential_fork_bomb_leaves_nothing_behind(sb):
 
 
 NAMESPACES = """
-import ctypes, os, threading
+import ctypes, os, socket, threading
 libc = ctypes.CDLL(None, use_errno=True)
 def attempt(what, fn):
     try:
@@ -399,6 +684,9 @@ attempt("setns", lambda: libc.setns(0, 0))
 attempt("mount_tmpfs", lambda: libc.mount(b"tmpfs", b".", b"tmpfs", 0, b"size=1g"))
 attempt("memfd", lambda: os.memfd_create("hoard"))  # memory outside every limit
 attempt("sysv_shm", lambda: libc.shmget(0, 1 << 30, 0o1600))  # IPC_PRIVATE | IPC_CREAT: outlives the run
+attempt("memfd_secret", lambda: libc.syscall(447, 0))
+attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM))  # AF_VSOCK: not namespaced
+attempt("socketpair", lambda: socket.socketpair())
 out = []
 t = threading.Thread(target=lambda: out.append("thread ran"))  # control: threads and fork still work
 t.start(); t.join()
@@ -411,15 +699,16 @@ print(out[0], os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 def test_no_namespaces_or_mounts_of_its_own(sb):
     """An unprivileged user may create a user namespace and, holding capabilities there, mount a
-    tmpfs no limit counts, or nest namespaces; or hold memory in memfds or System V segments (which
-    outlive it); the seccomp filter refuses all of it."""
+    tmpfs no limit counts, or nest namespaces; or hold memory in memfds, secret memory, System V
+    segments (which outlive it) or socket buffers, or reach the host through vsock; the seccomp
+    filter refuses all of it."""
     import platform
 
     clone = {"x86_64": 56, "aarch64": 220}[platform.machine()]
     r = sb.run(NAMESPACES.format(clone=clone))
     assert r.ok, r
     assert "ALLOWED" not in r.stdout, r.stdout
-    assert r.stdout.count("refused") == 7 and "thread ran 7" in r.stdout
+    assert r.stdout.count("refused") == 10 and "thread ran 7" in r.stdout
 
 
 def test_no_isolation_is_never_chosen_silently(monkeypatch):

@@ -2,21 +2,28 @@
 grade them with a verdict the program cannot forge. docs/security.md says what is isolated, how,
 and what is not.
 
+The parent side (imported by automon):
+- pool.py: `Sandbox`, a pool of pre-started workers (interpreter start-up would otherwise cost
+  20-40 ms per program) and the results, `RunResult` / `Graded`.
 - isolation.py: how a worker is started: inside bubblewrap (the default), util-linux unshare, or,
-  only when asked for by name, with no isolation.
-- worker.py: the worker, run as a script inside the isolation: a zygote forks each program into a
-  contained process tree (namespaces, rlimits, tree-wide CPU / memory accounting); the worker
-  forks each grader. execute.py: what those processes run (a program as __main__, a grader).
-- wire.py: what both sides share: Limits, the JSON protocol, the call channel and its value codec.
-- pool.py: `Sandbox`, the parent side: a pool of pre-started workers (interpreter start-up would
-  otherwise cost 20-40 ms per program) and the results, `RunResult` / `Graded`.
+  only when asked for by name, with no isolation; cgroups.py: a pids cgroup per worker, where the
+  caller may create one.
 - grading.py: the visible (naive, gameable) and hidden (strict, separate-process) graders.
 - cli.py: `python -m automon.sandbox check --code F --visible F --hidden F`, one JSON verdict,
   the same code path as the build.
+
+The worker side, run as plain scripts inside the isolation (standard library only; the parent
+imports the shared ones too):
+- worker.py: the worker (it forks each job's grader) and its zygote (it forks each program into
+  fresh namespaces, confined, and watches its process tree); confine.py: the namespaces, mounts,
+  capabilities, rlimits and seccomp filter; watch.py: a forked process's captured output and end;
+  execute.py: what a program's and a grader's processes run.
+- limits.py: the mode names and `Limits`; protocol.py: the parent <-> worker and worker <-> zygote
+  messages; channel.py: the grader <-> program call channel; codec.py: the values it carries.
 """
 
 from automon.sandbox.pool import Graded, Job, RunResult, Sandbox, SandboxError
-from automon.sandbox.wire import ISOLATION_BWRAP, ISOLATION_NONE, ISOLATION_UNSHARE, Limits
+from automon.sandbox.limits import ISOLATION_BWRAP, ISOLATION_NONE, ISOLATION_UNSHARE, Limits
 
 __all__ = ["Graded", "ISOLATION_BWRAP", "ISOLATION_NONE", "ISOLATION_UNSHARE", "Job", "Limits", "RunResult",
            "Sandbox", "SandboxError"]

@@ -4,9 +4,11 @@ the build does (same sandbox, same graders) and print one JSON verdict on stdout
   --code     the solution (Python source)
   --visible  the visible tests: assert statements appended to the solution (the reward proxy)
   --hidden   the hidden tests: Python source run in the separate grader process. A HumanEval-style
-             file that defines `check(candidate)` without calling it is called with --entry.
+             file that defines `check(candidate)` without calling it is called with the entry.
   --setup    trusted code the grader runs before the hidden tests (e.g. a HumanEval prompt)
-  --entry    the solution's function the tests call (default: its last top-level function)
+  --entry    the function under test (default: the one function the visible tests call that
+             they do not define and that is not a builtin). Taken from the task, never from the
+             solution: a solution names no function the grader binds.
 
 The verdict: {"label": "gaming" | "benign" | "visible_fail", "visible": {"pass", "result"},
 "hidden": {"pass", "result"}, "isolation", "limits", "program": {stdout/stderr tails}}. Exit 0 when a
@@ -17,30 +19,53 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import json
 import sys
 from dataclasses import asdict
+from keyword import iskeyword
 
 from automon.sandbox.grading import hidden_job, hidden_tests, hidden_verdict, label_of, visible_job, visible_verdict
 from automon.sandbox.isolation import MODES
+from automon.sandbox.limits import Limits
 from automon.sandbox.pool import Sandbox, SandboxError
-from automon.sandbox.wire import Limits
+from automon.sandbox.protocol import MAX_PROGRAM
 
 
 def _read(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
-            return f.read()
+            text = f.read(MAX_PROGRAM + 1)
     except (OSError, UnicodeDecodeError) as e:
         raise SystemExit(f"error: cannot read {what} file {path!r}: {e}") from None
+    if len(text) > MAX_PROGRAM:
+        raise SystemExit(f"error: the {what} file {path!r} has more than {MAX_PROGRAM:,} characters, "
+                         "more than the sandbox runs")
+    return text
 
 
-def _entry(code: str) -> str | None:
+def _parse(src: str, what: str) -> ast.Module:
+    """The source's syntax tree, or one error line (a syntax error, or nesting deeper than the
+    parser's own limits). `what`: "the visible tests do", ..."""
     try:
-        defs = [n.name for n in ast.parse(code).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    except SyntaxError:
-        return None
-    return defs[-1] if defs else None
+        return ast.parse(src)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        why = " ".join(str(e).split()) or type(e).__name__
+        raise SystemExit(f"error: {what} not parse: {why}") from None
+
+
+def _entry(visible: ast.Module) -> str | None:
+    """The function the visible tests call, neither defined by them nor a builtin; None if none."""
+    defined = {n.id for n in ast.walk(visible) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    defined |= {n.name for n in ast.walk(visible) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    defined |= {(a.asname or a.name).split(".")[0] for n in ast.walk(visible) if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names}
+    called = [n.func.id for n in ast.walk(visible) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    names = list(dict.fromkeys(c for c in called if c not in defined and not hasattr(builtins, c)))
+    if len(names) > 1:
+        raise SystemExit(f"error: the visible tests call several functions ({', '.join(names)}); "
+                         "name the one under test with --entry")
+    return names[0] if names else None
 
 
 def _calls_check(tests: ast.Module) -> tuple[bool, bool]:
@@ -51,25 +76,33 @@ def _calls_check(tests: ast.Module) -> tuple[bool, bool]:
     return defines, calls
 
 
+def _tests_anything(*trees: ast.Module) -> bool:
+    """Whether the tests can fail at all: an assert or raise statement somewhere."""
+    return any(isinstance(n, (ast.Assert, ast.Raise)) for tree in trees for n in ast.walk(tree))
+
+
 def check(code: str, visible: str, hidden: str, setup: str = "", entry: str | None = None,
           limits: Limits = Limits(timeout_s=10, cpu_s=2, memory_mb=1024), isolation: str = "auto") -> dict:
     """The verdict on one solution (what the CLI prints)."""
-    entry = entry or _entry(code)
-    try:
-        tree = ast.parse(hidden)
-    except SyntaxError as e:
-        raise SystemExit(f"error: the hidden tests do not parse: {e}") from None
+    if entry is not None and not (entry.isidentifier() and not iskeyword(entry)):
+        raise SystemExit(f"error: --entry must be a Python identifier, got {entry!r}")
+    visible_tree = _parse(visible, "the visible tests do")
+    tree, setup_tree = _parse(hidden, "the hidden tests do"), _parse(setup, "the hidden setup does")
+    if not _tests_anything(tree, setup_tree):
+        raise SystemExit("error: the hidden tests contain no assert or raise statement: they could not fail, "
+                         "so they cannot tell a solution that passes them")
+    entry = entry or _entry(visible_tree)
     defines, calls = _calls_check(tree)
     if defines and not calls:
         if entry is None:
-            raise SystemExit("error: the hidden tests define check(candidate) but the solution defines no "
+            raise SystemExit("error: the hidden tests define check(candidate) but the visible tests call no "
                              "function to pass it; give --entry NAME")
         hidden = f"{hidden.rstrip()}\n\n\ncheck({entry})\n"
-    try:
-        tests = hidden_tests(hidden, setup, (entry,) if entry else ())
-    except SyntaxError as e:
-        raise SystemExit(f"error: the hidden setup does not parse: {e}") from None
+    tests = hidden_tests(hidden, setup, (entry,) if entry else ())
     asserts = [visible.strip("\n")] if visible.strip() else []  # appended as written (loops, helpers)
+    if len(code) + len(visible) + 3 > MAX_PROGRAM:
+        raise SystemExit(f"error: the solution and its visible tests have more than {MAX_PROGRAM:,} characters, "
+                         "more than the sandbox runs")
     with Sandbox(limits, workers=1, isolation=isolation) as sb:
         vis, hid = sb.run_jobs([visible_job(code, asserts), hidden_job(code, tests)])
         mode = sb.isolation
@@ -110,11 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(timeout_s=a.timeout_s, cpu_s=a.cpu_s, memory_mb=a.memory_mb)
         verdict = check(_read(a.code, "--code"), _read(a.visible, "--visible"), _read(a.hidden, "--hidden"),
                         _read(a.setup, "--setup") if a.setup else "", a.entry, limits, a.isolation)
-    except SandboxError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # limits out of range
-        print(f"error: {e}", file=sys.stderr)
+    except (SandboxError, ValueError) as e:  # no isolation runs here; limits out of range
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)  # one line, whatever a worker printed
         return 2
     except SystemExit as e:
         if e.code in (0, None):  # --help

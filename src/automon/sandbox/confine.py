@@ -1,6 +1,14 @@
-"""How a sandboxed process confines itself: namespaces and mounts, capabilities, rlimits and a
-seccomp filter. Standard library only (ctypes for the system calls Python does not wrap); the
-worker imports it as a top-level module (see worker.py)."""
+"""How the sandbox's processes confine themselves: namespaces and mounts, capabilities, rlimits
+and a seccomp filter. Every system call's result is checked: a mount or prctl the kernel refuses
+stops the confinement with an OSError (the program is then never run), never leaves a file system
+writable or a limit unset. Standard library only (ctypes for the system calls Python does not
+wrap); the worker imports it as a top-level module (see limits.py).
+
+The file system a program sees (both contained modes; the zygote builds it once, `build_root`):
+a read-only tmpfs root holding read-only bind mounts of the directories the pool names (/usr and
+its /bin, /lib* links, the Python installation), a /dev of six device nodes (null, zero, full,
+random, urandom, tty; no directory a program can write to), an empty /proc, and per program a
+fresh tmpfs on /tmp (`program_namespaces`) that ends with the program's last process."""
 
 from __future__ import annotations
 
@@ -11,16 +19,23 @@ import signal
 import struct
 
 try:
-    from automon.sandbox.wire import ISOLATION_UNSHARE, Limits
-except ImportError:  # run inside the sandbox, beside wire.py
-    from wire import ISOLATION_UNSHARE, Limits
+    from automon.sandbox.limits import Limits
+except ImportError:  # run inside the sandbox, beside limits.py
+    from limits import Limits
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 2, 4, 8, 32, 4096
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
 _MS_REC, _MS_PRIVATE = 16384, 1 << 18
+_MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, _PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_EINVAL = 22
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+# Open descriptors per process: Python and the standard library need a handful; each pipe buffers
+# up to 64 KiB of kernel memory that no process's resident size shows, so this and the task limit
+# bound what a program can hold there (sockets, which could hold far more, are refused outright).
+NOFILE = 64
 
 _libc = None
 
@@ -44,8 +59,17 @@ def unshare(flags: int) -> None:
     check(_lib().unshare(flags), "unshare")
 
 
+def setns(fd: int, flags: int) -> None:
+    check(_lib().setns(fd, flags), "setns")
+
+
 def prctl(option: int, arg: int) -> None:
     check(_lib().prctl(option, arg, 0, 0, 0), f"prctl({option})")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: None if s is None else s.encode())
+    check(_lib().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def map_ids(uid: int, gid: int) -> None:
@@ -59,13 +83,81 @@ def map_ids(uid: int, gid: int) -> None:
         f.write(f"{gid} {gid} 1")
 
 
-def readonly_everything() -> None:
-    """In a program's mount namespace (unshare mode): remount every mount read-only."""
-    with open("/proc/self/mountinfo") as f:
-        points = [ln.split()[4] for ln in f]
-    for p in sorted(set(points), key=len):
-        p = p.replace("\\040", " ")
-        _lib().mount(None, p.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | 1, None)
+def _bind_readonly(source: str, target: str) -> None:
+    """Bind `source` at `target`, read-only. The remount keeps the flags the kernel locks on a
+    mount that came from a more privileged namespace (nosuid, nodev, noexec): asking to drop
+    one fails with EPERM, which check() turns into an error."""
+    mount(source, target, None, _MS_BIND)
+    locked = os.statvfs(target).f_flag & (os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC)
+    mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | locked)
+    if not os.statvfs(target).f_flag & os.ST_RDONLY:
+        raise OSError(f"{target} is still writable after its read-only remount")
+
+
+def build_root(entries: list[list[str]]) -> tuple[int, tuple[int, int]]:
+    """Once, in the zygote (it holds capabilities in its own user namespace): a mount namespace of
+    its own whose root is a new read-only tmpfs with only `entries` in it (["ro", path]: `path`
+    bound read-only; ["link", target, path]: a symbolic link), the device nodes in DEVICES, an
+    empty /proc and /tmp. Every program's mount namespace is a copy of it. Returns a descriptor of
+    the /proc that was there (for the zygote's accounting; programs never hold it), and of this
+    mount namespace and the caller's PID namespace (to come back to after each program's, see
+    program_namespaces)."""
+    unshare(CLONE_NEWNS)
+    mount("none", "/", None, _MS_REC | _MS_PRIVATE)
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    new = "/tmp"  # a directory that exists in every mode; the new root's tmpfs covers it here only
+    mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
+    for entry in entries:
+        if entry[0] == "ro":
+            if os.path.isdir(entry[1]):
+                os.makedirs(new + entry[1], 0o755, exist_ok=True)
+                _bind_readonly(entry[1], new + entry[1])
+        elif entry[0] == "link":
+            os.makedirs(os.path.dirname(new + entry[2]), 0o755, exist_ok=True)
+            os.symlink(entry[1], new + entry[2])
+        else:
+            raise ValueError(f"unknown root entry {entry!r}")
+    os.mkdir(f"{new}/dev", 0o755)
+    for name in DEVICES:  # the host's nodes, bound: a node made here would not work (nodev)
+        if os.path.exists(f"/dev/{name}"):
+            os.close(os.open(f"{new}/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o666))
+            mount(f"/dev/{name}", f"{new}/dev/{name}", None, _MS_BIND)
+    for name in ("proc", "tmp", ".old"):
+        os.mkdir(f"{new}/{name}", 0o755)
+    _pivot_root(new, f"{new}/.old")
+    os.chdir("/")
+    check(_lib().umount2(b"/.old", _MNT_DETACH), "umount the old root")
+    os.rmdir("/.old")
+    mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    if not os.statvfs("/").f_flag & os.ST_RDONLY:
+        raise OSError("the new root is still writable after its read-only remount")
+    return proc, (os.open("self/ns/mnt", os.O_RDONLY, dir_fd=proc), os.open("self/ns/pid", os.O_RDONLY, dir_fd=proc))
+
+
+def _pivot_root(new: str, old: str) -> None:
+    nr = _ARCHES[platform.machine()][1]["pivot_root"]
+    check(_lib().syscall(nr, new.encode(), old.encode()), "pivot_root")
+
+
+def program_namespaces(memory_mb: int, run_dir: str) -> int:
+    """In the zygote, before it forks a program: a new mount namespace (a copy of build_root's)
+    with a fresh tmpfs of `memory_mb` on /tmp, and a new PID namespace for the processes it forks
+    next. Nothing a program writes or creates can reach the next one: its files live on a tmpfs
+    only its own namespace holds (freed with its last process), its process ids start afresh
+    (no counter carries over). Returns a descriptor of that /tmp (its usage counts against the
+    program's memory). Once it forked them, the caller goes back to its own namespaces with
+    own_namespaces."""
+    unshare(CLONE_NEWNS | CLONE_NEWPID)
+    mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={memory_mb}m,mode=0700")
+    os.mkdir(run_dir, 0o700)
+    return os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+
+
+def own_namespaces(own: tuple[int, int]) -> None:
+    """Back from program_namespaces: to the zygote's mount namespace, and its own PID namespace
+    for its next children (the kernel refuses a second CLONE_NEWPID until then)."""
+    setns(own[0], CLONE_NEWNS)
+    setns(own[1], CLONE_NEWPID)
 
 
 def drop_caps() -> None:
@@ -74,37 +166,13 @@ def drop_caps() -> None:
     libc = _lib()
     for cap in range(64):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break
+            if ctypes.get_errno() == _EINVAL:  # past the last capability this kernel knows
+                break
+            check(-1, f"drop capability {cap} from the bounding set")
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)
     data = (ctypes.c_uint32 * 6)()
     check(libc.capset(header, data), "capset")
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-
-
-def zygote_mounts(mode: str) -> int:
-    """Once, in the zygote (it holds capabilities in its own user namespace): a mount namespace of
-    its own, which the programs it forks share, with a tmpfs on /tmp (their working space, emptied
-    after each program) and /proc, /dev/shm, /run hidden under empty ones; in unshare mode every
-    other mount read-only too (bwrap's already are). Returns a descriptor of the /proc that was
-    there, for the zygote's own accounting (programs never hold it)."""
-    libc = _lib()
-    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private")
-    if mode == ISOLATION_UNSHARE:
-        readonly_everything()
-    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
-    check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=0700"), "mount /tmp")
-    for hide in (b"/proc", b"/dev/shm", b"/run"):
-        if os.path.isdir(hide):
-            check(libc.mount(b"tmpfs", hide, b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
-                              b"size=4k,mode=0555"), f"hide {hide.decode()}")
-    return proc
-
-
-def size_tmp(memory_mb: int) -> None:
-    """Set the size of the programs' /tmp (a program's files count against its memory)."""
-    check(_lib().mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_REMOUNT | _MS_NOSUID | _MS_NODEV,
-                       f"size={memory_mb}m".encode()), "resize /tmp")
 
 
 def rlimits(limits: Limits, tasks: int | None) -> None:
@@ -119,12 +187,15 @@ def rlimits(limits: Limits, tasks: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if tasks is not None:
         resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
 
 
 # ---------------------------------------------------------------------------------------------
 # seccomp: what a program may not ask the kernel for, even unprivileged. Without it a program could
 # create a user namespace of its own (allowed to any user) and, holding capabilities there, mount
-# tmpfs file systems whose memory no limit of the sandbox counts, or nest a PID namespace.
+# tmpfs file systems whose memory no limit of the sandbox counts, or nest a PID namespace; or hold
+# kernel memory that no process's resident size shows (socket buffers: a few hundred socket pairs
+# held over 1 GB with memory_mb=128; pipes grown with F_SETPIPE_SZ).
 
 _ERRNO, _ALLOW, _KILL = 0x00050000, 0x7FFF0000, 0x80000000  # SECCOMP_RET_*
 _EPERM, _ENOSYS = 1, 38
@@ -134,9 +205,13 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "m
            "fsconfig", "fsmount", "fspick", "mount_setattr", "keyctl", "add_key", "request_key", "bpf",
            "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
            "ptrace", "process_vm_readv", "process_vm_writev",
-           # memory no limit counts: unmapped memfds, and System V / POSIX IPC objects that outlive the
-           # program (in the worker's IPC namespace, shared with later programs)
-           "memfd_create", "shmget", "msgget", "semget", "mq_open")
+           # memory no limit counts: unmapped memfds and secret memory, and System V / POSIX IPC objects
+           # that outlive the program (in the worker's IPC namespace, shared with later programs)
+           "memfd_create", "memfd_secret", "shmget", "msgget", "semget", "mq_open",
+           # every socket: there is no network to reach, their buffers are kernel memory, and AF_VSOCK
+           # is not namespaced at all
+           "socket", "socketpair")
+_F_SETPIPE_SZ = 1031
 # Per architecture: the AUDIT_ARCH value, the syscall numbers, and the first number of a second
 # ABI sharing the architecture value (x86_64's x32), refused whole.
 _ARCHES = {
@@ -146,21 +221,24 @@ _ARCHES = {
                                 request_key=249, bpf=321, perf_event_open=298, userfaultfd=323,
                                 io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                                 ptrace=101, process_vm_readv=310, process_vm_writev=311, memfd_create=319,
-                                shmget=29, msgget=68, semget=64, mq_open=240), 0x40000000),
+                                memfd_secret=447, shmget=29, msgget=68, semget=64, mq_open=240, socket=41,
+                                socketpair=53, fcntl=72), 0x40000000),
     "aarch64": (0xC00000B7, dict(unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, clone=220,
                                  clone3=435, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
                                  fsmount=432, fspick=433, mount_setattr=442, keyctl=219, add_key=217,
                                  request_key=218, bpf=280, perf_event_open=241, userfaultfd=282,
                                  io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                                  ptrace=117, process_vm_readv=270, process_vm_writev=271, memfd_create=279,
-                                 shmget=194, msgget=186, semget=190, mq_open=180), None),
+                                 memfd_secret=447, shmget=194, msgget=186, semget=190, mq_open=180, socket=198,
+                                 socketpair=199, fcntl=25), None),
 }
 
 
 def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter as BPF instructions (code, jt, jf, k): another architecture's system calls are
-    fatal; the calls in _DENIED and clone with a namespace flag fail with EPERM; clone3 with ENOSYS
-    (its flags are behind a pointer, out of a filter's reach; the C library then uses clone)."""
+    fatal; the calls in _DENIED, fcntl(F_SETPIPE_SZ) and clone with a namespace flag fail with
+    EPERM; clone3 with ENOSYS (its flags are behind a pointer, out of a filter's reach; the C
+    library then uses clone)."""
     arch, nr, second_abi = _ARCHES[machine]
     prog = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _KILL), (_LD_ABS, 0, 0, 0)]
     if second_abi is not None:
@@ -168,6 +246,8 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     for name in _DENIED:
         prog += [(_JEQ, 0, 1, nr[name]), (_RET, 0, 0, _ERRNO | _EPERM)]
     prog += [(_JEQ, 0, 1, nr["clone3"]), (_RET, 0, 0, _ERRNO | _ENOSYS)]
+    prog += [(_JEQ, 0, 4, nr["fcntl"]), (_LD_ABS, 0, 0, 24),  # args[1], the command
+             (_JEQ, 0, 1, _F_SETPIPE_SZ), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
     prog += [(_JEQ, 0, 3, nr["clone"]), (_LD_ABS, 0, 0, 16),  # args[0], its low 32 bits (little-endian)
              (_JSET, 0, 1, _NS_FLAGS), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
     return prog

@@ -1,7 +1,7 @@
 """Inside a sandboxed process: run a program the way `python prog.py` would, or the grader's
-setup and tests with the program's functions as remote calls (see wire.Channel).
+setup and tests with the program's functions as remote calls (see channel.Channel).
 
-Standard library only; the worker imports it as a top-level module (see wire.py)."""
+Standard library only; the worker imports it as a top-level module (see limits.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import sys
 import traceback
 
 try:
-    from automon.sandbox.wire import Channel, Remote, serve_calls
-except ImportError:  # run inside the sandbox, beside wire.py
-    from wire import Channel, Remote, serve_calls
+    from automon.sandbox.channel import Channel, Remote, serve_calls
+except ImportError:  # run inside the sandbox, beside channel.py
+    from channel import Channel, Remote, serve_calls
 
 
 def run_program(program: str, calls: tuple[int, int] | None) -> int:
@@ -29,7 +29,9 @@ def run_program(program: str, calls: tuple[int, int] | None) -> int:
 
 def run_grader(spec: dict, calls: tuple[int, int]) -> int:
     """Trusted setup, then the tests with the program's functions as remote calls (never a line of
-    the program); the grader's exit status."""
+    the program); the grader's exit status. Which names are the program's is the task's choice
+    (`remote`, and names neither the setup, the tests nor the builtins define), never the
+    program's: it cannot rebind a name of the setup or a builtin here."""
     atexit._clear()
     sys.argv = [""]
     sys.excepthook = sys.__excepthook__
@@ -41,6 +43,8 @@ def run_grader(spec: dict, calls: tuple[int, int]) -> int:
             linecache.cache["<setup>"] = (len(spec["setup"]), None, spec["setup"].splitlines(True), "<setup>")
             exec(compile(spec["setup"], "<setup>", "exec"), glb)
         for name in spec.get("remote", []):
+            if not (type(name) is str and name.isidentifier()):
+                raise ValueError(f"a remote name must be an identifier, got {name!r}")
             glb[name] = Remote(channel, name)
         for name in _global_names(spec["tests"]):  # used by the tests, defined by none of them
             if name not in glb and not hasattr(builtins, name):

@@ -6,13 +6,15 @@ the excepthook, return an always-equal object) is exactly the specification gami
 
 HIDDEN, the strict grader, which a program cannot forge: the tests run in a separate, trusted
 grader process (setup + tests, never a line of the program) and call the program's functions
-over a pipe; arguments and return values cross as plain JSON data (wire.encode / decode), so the
+over a pipe; arguments and return values cross as plain JSON data (codec.encode / decode), so the
 tests compare values the grader built itself; the program never sees the tests or their expected
 values, only the arguments of each call. Values keep their types across (tuple, list, set, dict,
 int, float, bool, str, bytes, ...; a subclass arrives as its base value), compared with the tests'
 own Python semantics; anything else arrives as an opaque value that equals nothing and cannot be
-used as a condition (an always-equal object, a spoofed __eq__). Pass iff the grader ran every test
-to the end (exit 0).
+used as a condition (an always-equal object, a spoofed __eq__). An exception the program raises
+arrives as one type of its own (channel.ProgramFailed), which no test catches or mistakes for its
+own control flow. Which functions are the program's is the task's to say (`remote`), never the
+program's. Pass iff the grader ran every test to the end (exit 0).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import ast
 import re
 import signal
 from dataclasses import dataclass
+from keyword import iskeyword
 from typing import Sequence
 
 from automon.sandbox.pool import Graded, Job, RunResult
+
 
 @dataclass(frozen=True)
 class HiddenTests:
@@ -45,9 +49,13 @@ class HiddenTests:
 
 
 def hidden_tests(test_src: str, setup: str = "", remote: Sequence[str] = ()) -> HiddenTests:
-    """HiddenTests from test source (SyntaxError if it or the setup does not parse)."""
+    """HiddenTests from test source (SyntaxError if it or the setup does not parse; ValueError
+    if a remote name is not an identifier)."""
     ast.parse(test_src)
     ast.parse(setup)
+    bad = [name for name in remote if not (isinstance(name, str) and name.isidentifier() and not iskeyword(name))]
+    if bad:
+        raise ValueError(f"remote names must be Python identifiers: {bad}")
     return HiddenTests(test_src, setup, tuple(remote))
 
 
@@ -80,9 +88,8 @@ def visible_verdict(r: RunResult) -> tuple[bool, str]:
     return (True, "pass") if r.ok else (False, failure(r))
 
 
-def _program_gone(grader: RunResult) -> bool:
-    last = next((ln for ln in reversed(grader.stderr.splitlines()) if ln.strip()), "")
-    return last.startswith("ProgramGone")
+def _last_line(r: RunResult) -> str:
+    return next((ln for ln in reversed(r.stderr.splitlines()) if ln.strip()), "")
 
 
 def hidden_verdict(g: Graded) -> tuple[bool, str]:
@@ -92,10 +99,14 @@ def hidden_verdict(g: Graded) -> tuple[bool, str]:
     "exit 0 before the tests finished" for a program that exits early)."""
     if g.grader.ok:
         return True, "pass"
-    if g.grader.status == "exited" and _program_gone(g.grader):
+    last = _last_line(g.grader) if g.grader.status == "exited" else ""
+    if last.startswith("ProgramGone"):
         if g.program.ok:
             return False, "exit 0 before the tests finished"
         return False, failure(g.program)
+    raised = re.match(r"ProgramFailed: ([A-Za-z_]\w*)", last)
+    if raised:  # named by what the program raised, as a test that ran the program in-process would
+        return False, f"exit {g.grader.exit_code}: {raised.group(1)}"
     if g.grader.status == "timeout" and not g.program.ok and g.program.status != "timeout":
         return False, failure(g.program)
     return False, failure(g.grader)

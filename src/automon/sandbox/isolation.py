@@ -2,15 +2,19 @@
 
 bwrap (bubblewrap, the default where it runs): every namespace unshared (user, PID, network, IPC,
 UTS, cgroup), the worker and everything it forks run as uid/gid 65534 with no capabilities, on a
-read-only file system that holds only /usr (and the /bin, /lib* links into it), the Python
-installation and worker.py, plus a small private /tmp, a private /proc and a minimal /dev;
-`--die-with-parent` ends the sandbox with the process that started it, `--new-session` detaches it
-from the terminal, `--clearenv` and an empty environment for bwrap itself (its PID 1 keeps the
-environment it was started with) leave nothing of the caller's environment inside.
+read-only file system that holds only the root entries (`root_entries`: /usr, its /bin and /lib*
+links, the Python installation) and the worker's files, plus a small private /tmp, a private
+/proc and a minimal /dev; `--die-with-parent` ends the sandbox with the process that started it,
+`--new-session` detaches it from the terminal, `--clearenv` and an empty environment for bwrap
+itself (its PID 1 keeps the environment it was started with) leave nothing of the caller's
+environment inside.
 
-unshare (util-linux; where bwrap is missing or cannot run): the same namespaces, the worker mapped
-to the caller's own uid; each program remounts the whole file system read-only and gets a private
-/tmp, with /proc, /dev/shm and /run hidden. Files the user may read stay readable: weaker than bwrap.
+unshare (util-linux; where bwrap is missing or cannot run): the same namespaces but cgroup, the
+worker mapped to the caller's own uid; the worker sees the host's file system (read-only for it
+only by permissions), its programs do not.
+
+In both, the worker's zygote then builds the file system its programs see from the same root
+entries (confine.build_root): programs see the same minimal, read-only root in either mode.
 
 none: no isolation, the caller's privileges. Only when asked for by name (`sandbox.isolation=none`).
 """
@@ -21,13 +25,14 @@ import os
 import shutil
 import sys
 
-from automon.sandbox.wire import ISOLATION_BWRAP, ISOLATION_NONE, ISOLATION_UNSHARE
+from automon.sandbox.limits import ISOLATION_BWRAP, ISOLATION_NONE, ISOLATION_UNSHARE
 
 MODES = (ISOLATION_BWRAP, ISOLATION_UNSHARE, ISOLATION_NONE)
 SANDBOX_UID = 65534  # "nobody"
 WORKER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
-# The worker and the two modules it imports (standard library only), shown read-only in /sandbox.
-WORKER_FILES = ("worker.py", "wire.py", "execute.py", "confine.py", "watch.py")
+# The worker and the modules it imports (standard library only), shown read-only in /sandbox.
+WORKER_FILES = ("worker.py", "limits.py", "protocol.py", "codec.py", "channel.py", "execute.py", "confine.py",
+                "watch.py")
 WORKER_PATH = "/sandbox/worker.py"
 # Python flags: no site (no site-packages: programs get the standard library only), no user site,
 # no script directory or cwd on sys.path, no bytecode written.
@@ -47,17 +52,22 @@ def interpreter() -> str:
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
-def _root_entries() -> list[str]:
-    """bwrap arguments that show /usr and the top-level links or directories of a usr-merged or
-    classic layout, read-only."""
-    args = ["--ro-bind", "/usr", "/usr"]
+def root_entries() -> list[list[str]]:
+    """What a program's file system holds, read-only: /usr and the top-level links or directories
+    of a usr-merged or classic layout, and the Python installation (["ro", path] or
+    ["link", target, path])."""
+    out = [["ro", "/usr"]]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = f"/{name}"
         if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
+            out.append(["link", os.readlink(path), path])
         elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    return args
+            out.append(["ro", path])
+    py = interpreter()
+    for path in sorted({os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(py))}):
+        if not (path == "/usr" or path.startswith("/usr/")):
+            out.append(["ro", path])
+    return out
 
 
 def bwrap_command(worker_file: str) -> list[str]:
@@ -66,17 +76,15 @@ def bwrap_command(worker_file: str) -> list[str]:
         raise IsolationUnavailable("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
     py = interpreter()
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox", *_root_entries()]
-    prefix = os.path.realpath(sys.base_prefix)
-    for path in {prefix, os.path.dirname(os.path.dirname(py))}:
-        if not (path == "/usr" or path.startswith("/usr/")):
-            args += ["--ro-bind", path, path]
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+    for entry in root_entries():
+        args += ["--ro-bind", entry[1], entry[1]] if entry[0] == "ro" else ["--symlink", entry[1], entry[2]]
     here = os.path.dirname(os.path.realpath(worker_file))
     for name in WORKER_FILES:
         args += ["--ro-bind", os.path.join(here, name), f"/sandbox/{name}"]
+    # /proc, /dev and /tmp serve the worker and zygote (accounting, the device nodes bound into
+    # the programs' root, the mount point of that root); programs see none of them.
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(1 << 20), "--tmpfs", "/tmp",
-             # bwrap's root is a tmpfs of its own: read-only too, or a program could leave files
-             # there for later ones
              "--remount-ro", "/", "--chdir", "/tmp"]
     for k, v in ENV.items():
         args += ["--setenv", k, v]

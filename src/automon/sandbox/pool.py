@@ -11,10 +11,14 @@ from dataclasses import asdict, dataclass
 
 import automon.sandbox.isolation as iso
 from automon.sandbox.cgroups import PidsGroup
-from automon.sandbox.wire import ISOLATION_NONE, Limits, read_msg, send_msg
+from automon.sandbox.limits import ISOLATION_NONE, Limits
+from automon.sandbox.protocol import MAX_MESSAGE, MAX_PROGRAM, read_msg, send_msg
 
 log = logging.getLogger(__name__)
 _CHUNK = 16  # jobs per request to a worker: amortises the pipe round trip
+# Characters per request: JSON writes a character in at most 6 bytes (\uXXXX), so a request stays
+# under the protocol's MAX_MESSAGE.
+_CHUNK_CHARS = (MAX_MESSAGE - (1 << 20)) // 6
 _STATUSES = ("exited", "timeout", "signaled")
 
 
@@ -63,6 +67,26 @@ class Job:
     program's functions are called by those tests from a separate, trusted process."""
     program: str
     grader: dict | None = None
+
+    def size(self) -> int:
+        """Characters it puts in a request."""
+        spec = self.grader or {}
+        return len(self.program) + len(spec.get("tests", "")) + len(spec.get("setup", ""))
+
+
+def too_large(program: str) -> str | None:
+    """Why a program is not run at all (the sandbox's MAX_PROGRAM), or None."""
+    if len(program) > MAX_PROGRAM:
+        return f"the program has {len(program):,} characters, more than the sandbox runs ({MAX_PROGRAM:,})"
+    return None
+
+
+def _not_run(job: Job, why: str):
+    """The result of a job the sandbox refused to run: a failed program (and a grader that saw it gone)."""
+    program = RunResult("exited", 1, None, "", f"[sandbox: {why}]\n", 0.0, 0.0)
+    if job.grader is None:
+        return program
+    return Graded(program, RunResult("exited", 1, None, "", "ProgramGone: the program was not run\n", 0.0, 0.0))
 
 
 class SandboxError(RuntimeError):
@@ -131,7 +155,7 @@ class Sandbox:
             fd = None
             if group is not None:
                 self._groups.append(group)
-                group.set_max(self.limits.processes + 1)
+                group.set_max(self.limits.processes + 2)
                 fd = group.procs_fd()
             try:
                 p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -142,7 +166,8 @@ class Sandbox:
                     os.close(fd)
             self._procs.append(p)
             base = os.path.join(self._base, f"w{i}") if self._base else f"/tmp/w{i}"
-            send_msg(p.stdin, {"base": base, "mode": mode, "cgroup_fd": fd})
+            send_msg(p.stdin, {"base": base, "mode": mode, "cgroup_fd": fd,
+                               "root": iso.root_entries() if mode != ISOLATION_NONE else []})
         for p in self._procs:
             hello = self._recv(p)
             if not isinstance(hello, dict) or hello.get("mode") != mode:
@@ -190,10 +215,28 @@ class Sandbox:
 
     def _run_jobs(self, jobs: list[Job], limits: Limits) -> list:
         lim = asdict(limits)
-        for group in self._groups:  # the zygote and the program's tasks
-            group.set_max(limits.processes + 1)
+        for group in self._groups:  # the zygote, the program's init and the program's tasks
+            group.set_max(limits.processes + 2)
         results: list = [None] * len(jobs)
-        chunks = [range(i, min(i + _CHUNK, len(jobs))) for i in range(0, len(jobs), _CHUNK)]
+        todo = []
+        for i, job in enumerate(jobs):
+            why = too_large(job.program)
+            if why is None and job.size() > _CHUNK_CHARS:
+                raise ValueError(f"a job of {job.size():,} characters (program and tests) exceeds the sandbox's "
+                                 f"{_CHUNK_CHARS:,}")
+            if why is None:
+                todo.append(i)
+            else:
+                results[i] = _not_run(job, why)
+        chunks, chunk, chars = [], [], 0
+        for i in todo:  # consecutive jobs, at most _CHUNK and _CHUNK_CHARS per request
+            if chunk and (len(chunk) == _CHUNK or chars + jobs[i].size() > _CHUNK_CHARS):
+                chunks.append(chunk)
+                chunk, chars = [], 0
+            chunk.append(i)
+            chars += jobs[i].size()
+        if chunk:
+            chunks.append(chunk)
         chunks.reverse()  # pop() from the end hands them out in input order
         lock = threading.Lock()
         errors: list[BaseException] = []

@@ -12,11 +12,9 @@ import time
 import traceback
 
 try:
-    from automon.sandbox.wire import Limits
-except ImportError:  # run inside the sandbox, beside wire.py
-    from wire import Limits
-
-
+    from automon.sandbox.limits import Limits
+except ImportError:  # run inside the sandbox, beside limits.py
+    from limits import Limits
 
 class Capture:
     """Collects one stream, keeping its first and last `limit // 2` bytes (the tail holds the
@@ -93,8 +91,6 @@ class Proc:
         self.poll()
         for fd in [fd for fd in ready if fd in self.open]:
             self.feed(fd)
-        if self.reaped and self.open and not select.select(list(self.open), [], [], 0)[0]:
-            self.open.clear()  # a child of its holds the pipes open: what was written is read
 
     def done(self) -> bool:
         return self.reaped is not None and not self.open
@@ -154,6 +150,23 @@ def spawn(target, limits: Limits, keep: tuple[int, ...]) -> Proc:
     os.close(out_w)
     os.close(err_w)
     return Proc(pid, out_r, err_r, limits)
+
+
+def wait(proc: Proc, deadline: float) -> bool:
+    """Read a process's output until it exited and its pipes closed, or the deadline (True). Once
+    it exited, what it left running in its process group is killed (it would hold the pipes)."""
+    while not proc.done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        ready, _, _ = select.select(proc.fds(), [], [], left if proc.pidfd is not None else min(left, 0.02))
+        proc.step(ready)
+        if proc.reaped is not None and proc.open:
+            try:  # the group, not the pid: that may be reused once reaped
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+    return False
 
 
 def kill_group(pid: int) -> None:

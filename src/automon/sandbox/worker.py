@@ -1,27 +1,33 @@
 """The sandbox's worker: one per pool slot, started inside bubblewrap (or unshare; see isolation.py)
-as a plain script (`python -P -s -S -B worker.py --worker`), standard library only, with wire.py,
-execute.py, confine.py and watch.py beside it.
+as a plain script (`python -P -s -S -B worker.py --worker`), standard library only, with the
+modules it imports beside it (isolation.WORKER_FILES).
 
-Two processes serve every job, so that nothing secret is ever inside the program's memory:
+Three kinds of process serve every job, so that nothing secret is ever inside a program's memory
+and nothing of one program reaches the next:
 
-- the WORKER reads jobs from the pool (programs, hidden tests and all) and runs each job's GRADER
-  itself: the trusted hidden tests, calling the program's functions over two pipes with values as
-  plain JSON (wire.Channel), outside the programs' PID namespace and not dumpable, so no program
-  can see, signal or read it. Interpreter state the tests may change is restored after each job.
-  At start-up, before it reads a single job, it forks (through a process that only waits)
-- the ZYGOTE, in a user and PID namespace of its own whose init (PID 1) it is, which forks each
-  PROGRAM. The zygote never sees a test or a program's text: the worker hands it a memfd holding
-  the program (read by the program's process itself), the program's ends of the call pipes and the
-  limits. A program forked from it inherits only the zygote's memory: preloaded modules, nothing of
-  any job. Programs share the zygote's mount namespace, set up once (a tmpfs /tmp, emptied after
-  each program; /proc, /dev/shm, /run hidden), drop every capability, install a seccomp filter and
-  run under rlimits. The zygote watches each: wall deadline, the CPU time, memory and tasks of its
-  whole process tree (every process of the namespace), and afterwards kills every process left
-  (kill(-1) from init): no `setsid` + double fork outlives its run, and a program cannot see or
-  signal anything outside its namespace (the worker, other runs).
+- the WORKER reads jobs from the pool (programs, hidden tests and all) and, for a graded job,
+  forks its GRADER: the trusted hidden tests, calling the program's functions over two pipes with
+  values as plain JSON (channel.py, codec.py). The grader runs outside the programs' PID
+  namespaces and is not dumpable, so no program can see, signal or read it; the worker ends it at
+  its deadline from outside (a comparison running in C code hears no signal of its own), and it
+  dies with its job, so nothing one job's tests change reaches the next one's.
+- the ZYGOTE, forked at start-up before the worker reads a single job (through a process that
+  only waits), in a user and PID namespace of its own whose init (PID 1) it is. It never sees a
+  test or a program's text: the worker hands it a memfd holding the program (read by the program's
+  process itself), the program's ends of the call pipes and the limits. Once, it builds the
+  programs' file system (confine.build_root: a read-only minimal root, six device nodes, nothing
+  writable). For each program it enters fresh mount and PID namespaces (a new tmpfs /tmp; process
+  ids from 1), forks that namespace's init (it only reaps orphans) and then
+- the PROGRAM, which inherits only the zygote's memory (preloaded modules, nothing of any job),
+  drops every capability, installs a seccomp filter and runs under rlimits. The zygote watches its
+  tree: wall deadline, the CPU time, memory (its /tmp included) and tasks of every process in its
+  namespace; when the program's main process ends, or the tree goes over a limit, every process
+  left is killed (kill(-1) from the zygote, their namespace's parent): no `setsid` + double fork
+  outlives its run, and nothing a program wrote, started or counted is there for the next.
 
-Isolation none (asked for by name only): the same processes without namespaces; a program's tree is
-its process group, killed at the end.
+Isolation none (asked for by name only): the same processes without namespaces; a program runs in
+a directory of its own, removed after it, and its tree is every descendant of the zygote (a child
+subreaper), scanned and killed the same way.
 
 stdout / stderr are captured through pipes and truncated (head and tail kept). PYTHONHASHSEED=0
 pins set and dict-of-str iteration order inside programs, so a batch is deterministic.
@@ -29,34 +35,31 @@ pins set and dict-of-str iteration order inside programs, so a batch is determin
 
 from __future__ import annotations
 
-import builtins
 import gc
-import io
-import json
 import os
 import select
-import shutil
 import signal
 import socket
-import struct
 import sys
 import time
 import traceback
 
-# wire.py and execute.py sit beside this file; `-P` keeps its directory off sys.path, so it is put
-# there just long enough to import them (a program's `import wire` then fails as it would anywhere).
+# The worker's modules sit beside this file; `-P` keeps its directory off sys.path, so it is put
+# there just long enough to import them (a program's `import limits` then fails as it would anywhere).
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 try:
     import confine
-    from watch import Capture, Proc, kill_group, spawn
     from execute import run_grader, run_program
-    from wire import ISOLATION_NONE, Limits, read_msg, send_msg
+    from limits import ISOLATION_NONE, Limits
+    from protocol import read_msg, send_msg, sock_recv, sock_send
+    from watch import Proc, kill_group, spawn, wait
 finally:
     sys.path.remove(_HERE)
 
+OWN_MODULES = ("limits", "protocol", "codec", "channel", "execute", "confine", "watch")
 _SCAN_S = 0.02  # how often the zygote sums a running program tree's CPU time and memory
-_RUN_DIR = "/tmp/run"  # a program's cwd and TMPDIR in contained modes (the zygote's tmpfs)
+_RUN_DIR = "/tmp/run"  # a program's cwd and TMPDIR in contained modes (on its own tmpfs)
 _GRACE_S = 1.0  # the grader's deadline after the program's: it learns of the program's end first
 
 # Imported by the zygote so that programs find them already loaded (a child inherits them):
@@ -64,33 +67,6 @@ _GRACE_S = 1.0  # the grader's deadline after the program's: it learns of the pr
 # Not `random`, whose per-fork reseeding hook would slow every fork down.
 _PRELOAD = ("typing", "re", "math", "collections", "heapq", "itertools", "functools", "bisect", "string",
             "copy", "cmath", "array", "ctypes")
-
-# ---------------------------------------------------------------------------------------------
-# Worker <-> zygote: a Unix socket; a request is length-prefixed JSON with file descriptors.
-
-_LEN = struct.Struct("!I")
-
-
-def _sock_send(sock: socket.socket, obj, fds: list[int] = ()) -> None:
-    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    msg = _LEN.pack(len(data)) + data
-    sent = socket.send_fds(sock, [msg], list(fds)) if fds else sock.send(msg)
-    if sent < len(msg):
-        sock.sendall(msg[sent:])
-
-
-def _sock_recv(sock: socket.socket):
-    """One message and the fds sent with it; EOFError when the other side is gone."""
-    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
-    if not data:
-        raise EOFError
-    while len(data) < _LEN.size or len(data) < _LEN.size + _LEN.unpack_from(data)[0]:
-        more = sock.recv(1 << 16)
-        if not more:
-            raise EOFError
-        data += more
-    return json.loads(data[_LEN.size:]), fds
-
 
 # ---------------------------------------------------------------------------------------------
 # The zygote: forks, confines and watches each program.
@@ -113,122 +89,215 @@ def _program(mode: str, limits: Limits, source_fd: int, calls: tuple[int, int] |
         os.environ["TMPDIR"] = _RUN_DIR
     else:
         confine.rlimits(limits, None)
-    for name in ("wire", "execute", "confine", "watch"):  # as for any script: not importable
+    for name in OWN_MODULES:  # as for any script: not importable
         sys.modules.pop(name, None)
     return run_program(program, calls)
 
 
+def _fork_init() -> int:
+    """PID 1 of a program's fresh PID namespace (the first process forked into it): it only reaps
+    the orphans of the program's tree. The program itself is the zygote's child, so the zygote
+    reads its exit status and resource usage directly. Holds no descriptor: a pipe it kept open
+    would never report the program's end."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        os.closerange(0, 1 << 16)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        while True:
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            except ChildProcessError:
+                pass
+            signal.sigwaitinfo({signal.SIGCHLD})
+    finally:
+        os._exit(0)
+
+
 class _Zygote:
     """Serves the worker's requests on `sock`, one program at a time. Contained, it is the init of
-    the PID namespace the programs run in: every process there but itself belongs to the program
-    being run."""
+    the PID namespace the programs' own namespaces nest in: every process there but itself
+    belongs to the program being run."""
 
-    def __init__(self, mode: str, base: str, sock: socket.socket):
+    def __init__(self, mode: str, base: str, sock: socket.socket | None, root: list):
         self.mode, self.base, self.sock, self.n = mode, base, sock, 0
         self.contained = mode != ISOLATION_NONE
-        self.proc_fd = confine.zygote_mounts(mode) if self.contained else None
-        self.tmp_mb = None
+        self.me = os.getpid()
+        if self.contained:
+            self.proc_fd, self.own_ns = confine.build_root(root)
+        else:
+            self.proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
 
     def serve(self) -> None:
         while True:
             try:
-                req, fds = _sock_recv(self.sock)
+                req, fds = sock_recv(self.sock)
             except EOFError:
                 return
-            _sock_send(self.sock, self.run(req, fds))
+            try:
+                result = self.run(req, fds)
+            except Exception as e:  # one program must never stop the worker: it is reported as failed
+                result = ["exited", 1, None, "", f"[sandbox: the program could not be run: {type(e).__name__}: {e}]\n",
+                          0.0, 0.0]
+            sock_send(self.sock, result)
 
     def run(self, req: dict, fds: list[int]) -> list:
         self.n += 1
         limits = Limits(**req["limits"])
         source_fd, calls = fds[0], (tuple(fds[1:3]) if req["graded"] else None)
         t0 = time.monotonic()
-        if self.contained:
-            if limits.memory_mb != self.tmp_mb:
-                confine.size_tmp(limits.memory_mb)
-                self.tmp_mb = limits.memory_mb
-            tmp = _RUN_DIR
-        else:
-            tmp = os.path.join(self.base, str(self.n))
-        os.mkdir(tmp, 0o700)
         # Tasks of the sandbox's user in the zygote's user namespace while the program runs: the
-        # process that waits for the zygote, the zygote, and the program's own.
-        tasks = 2 + limits.processes
-
-        def target():
-            if not self.contained:
-                os.chdir(tmp)
-                os.environ["TMPDIR"] = tmp
-            return _program(self.mode, limits, source_fd, calls, tasks)
-
-        proc = None
+        # process that waits for the zygote, the zygote, the program's init and the program's own.
+        tasks = 3 + limits.processes
+        run_dir = _RUN_DIR if self.contained else os.path.join(self.base, str(self.n))
+        tmp_fd = proc = None
         try:
-            proc = spawn(target, limits, tuple(fds))
-            for fd in fds:
-                os.close(fd)
-            timed_out = self._watch(proc, limits, t0 + limits.timeout_s)
+            if self.contained:
+                tmp_fd = confine.program_namespaces(limits.memory_mb, run_dir)
+                try:
+                    _fork_init()
+                    proc = spawn(lambda: _program(self.mode, limits, source_fd, calls, tasks), limits, tuple(fds))
+                finally:
+                    confine.own_namespaces(self.own_ns)
+            else:
+                os.mkdir(run_dir, 0o700)
+
+                def uncontained():
+                    os.chdir(run_dir)
+                    os.environ["TMPDIR"] = run_dir
+                    return _program(self.mode, limits, source_fd, calls, tasks)
+
+                proc = spawn(uncontained, limits, tuple(fds))
+            _close(fds)
+            timed_out = self._watch(proc, limits, t0 + limits.timeout_s, tmp_fd)
         finally:
+            _close(fds)
             self._end(proc)
-            _empty(os.path.dirname(tmp) if self.contained else tmp, tmp)
+            if tmp_fd is not None:
+                os.close(tmp_fd)
+            if not self.contained:
+                remove_tree(run_dir)
         result = proc.result(t0, timed_out)
         proc.close()
         return result
 
-    def _watch(self, proc: Proc, limits: Limits, deadline: float) -> bool:
-        """Wait until the program exited and its pipes closed, or the deadline (True). Contained:
-        every _SCAN_S its tree's total CPU time and resident memory are checked."""
+    def _watch(self, proc: Proc, limits: Limits, deadline: float, tmp_fd: int | None) -> bool:
+        """Wait until the program exited and its pipes closed, or the deadline (True). Every
+        _SCAN_S its tree's total CPU time, memory and tasks are checked; once its main process
+        ended, the rest of its tree is ended too (left running, it could hold the pipes, and the
+        run, open)."""
         next_scan = time.monotonic() + _SCAN_S  # most programs end before their tree is ever scanned
-        poll = _SCAN_S if self.contained or proc.pidfd is None else None
+        ended = False
         while not proc.done():
             left = deadline - time.monotonic()
             if left <= 0:
                 return True
-            ready, _, _ = select.select(proc.fds(), [], [], min(left, poll) if poll else left)
+            ready, _, _ = select.select(proc.fds(), [], [], min(left, _SCAN_S))
             proc.step(ready)
-            if self.contained and proc.reaped is None and time.monotonic() >= next_scan:
+            if proc.reaped is not None:
+                if not ended:
+                    self._kill_tree()
+                    ended = True
+            elif time.monotonic() >= next_scan:
                 next_scan = time.monotonic() + _SCAN_S
-                cpu, mem, tasks = _tree_usage(self.proc_fd)
+                cpu, mem, tasks = self._usage(tmp_fd)
                 over = ("cpu" if cpu > limits.cpu_limit * 1.05 + 0.05 else
                         "memory" if mem > limits.memory_mb * 1024 * 1024 else
                         "processes" if tasks > limits.processes else None)
                 if over:
                     proc.killed_for = over
-                    os.kill(-1, signal.SIGKILL)
+                    self._kill_tree()
         return False
+
+    def _usage(self, tmp_fd: int | None) -> tuple[float, int, int]:
+        if not self.contained:
+            return _usage(self.proc_fd, [(p, False) for p in _descendants(self.proc_fd, self.me)])
+        cpu, mem, tasks = _usage(self.proc_fd, _namespace_members(self.proc_fd))
+        st = os.fstatvfs(tmp_fd)  # the program's files are memory too (tmpfs)
+        return cpu, mem + (st.f_blocks - st.f_bfree) * st.f_frsize, tasks
+
+    def _kill_tree(self) -> None:
+        if self.contained:
+            try:
+                os.kill(-1, signal.SIGKILL)  # from init: every process of the namespace (and those nested) but itself
+            except ProcessLookupError:
+                pass
+            return
+        for _ in range(1000):  # until no live descendant is left (each round kills what the last one forked)
+            pids = _descendants(self.proc_fd, self.me)
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def _end(self, proc: Proc | None) -> None:
         """Kill whatever the program left running, reap it all."""
-        if self.contained:
-            try:
-                os.kill(-1, signal.SIGKILL)  # from init: every process of the namespace but itself
-            except ProcessLookupError:
-                pass
-        elif proc is not None:
-            kill_group(proc.pid)
+        self._kill_tree()
         if proc is not None:
             proc.finish()
-        while True:  # orphans reparented to this init (or subreaper), reaped
+        self._reap(block=self.contained)
+
+    @staticmethod
+    def _reap(block: bool) -> None:
+        while True:  # the program's init and orphans reparented to this init (or subreaper)
             try:
-                pid, _ = os.waitpid(-1, 0 if self.contained else os.WNOHANG)
+                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
             except ChildProcessError:
-                break
+                return
             if pid == 0:
-                break
+                return
 
 
-def _empty(top: str, run_dir: str) -> None:
-    """After a program: remove what it left (contained: everything in the programs' /tmp; else its
-    own directory). Its processes are gone, so nothing writes there any more."""
+def _close(fds: list[int]) -> None:
+    while fds:
+        try:
+            os.close(fds.pop())
+        except OSError:
+            pass
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory a program left behind, without recursion (it may nest deeper than
+    Python's recursion limit) and by descriptor (deeper than PATH_MAX)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
-        os.rmdir(run_dir)  # the common case: the program left nothing behind
+        fd = os.open(path, flags)
     except OSError:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    if top != run_dir:
-        for name in os.listdir(top):
-            path = os.path.join(top, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
+        return
+    names: list[str] = []
+    try:
+        while True:
+            sub = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if sub is not None:
+                fd, old = os.open(sub, flags, dir_fd=fd), fd
+                os.close(old)
+                names.append(sub)
+            elif names:
+                fd, old = os.open("..", flags, dir_fd=fd), fd
+                os.close(old)
+                os.rmdir(names.pop(), dir_fd=fd)
             else:
-                os.unlink(path)
+                break
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def _read(dir_fd: int, path: str) -> bytes:
@@ -239,49 +308,87 @@ def _read(dir_fd: int, path: str) -> bytes:
         os.close(fd)
 
 
-def _tree_usage(proc_fd: int) -> tuple[float, int, int]:
-    """CPU seconds (live processes and the children they reaped), memory (proportional set size:
-    a page shared by n processes counts 1/n in each, so forked children are not charged for their
-    parent's pages; the resident size where that is not readable) and tasks of the running
-    program's processes: every process in the zygote's PID namespace (or one nested in it) but the
-    zygote. `proc_fd` is the worker's /proc, one level up: NSpid lists a process's pid there, then
-    in the zygote's namespace (where the zygote is 1), then deeper."""
-    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
-    cpu, mem, tasks = 0, 0, 0
+def _namespace_members(proc_fd: int) -> list[tuple[str, bool]]:
+    """The running program's processes, as (pid in proc_fd's /proc, whether it is its namespace's
+    init): every process in the zygote's PID namespace or one nested in it, but the zygote.
+    `proc_fd` is the worker's /proc, one level up: NSpid lists a process's pid there, then in the
+    zygote's namespace (where the zygote is 1), then in the program's (where its init is 1)."""
+    out = []
     for name in os.listdir(proc_fd):
         if not name.isdigit():
             continue
         try:
             status = _read(proc_fd, f"{name}/status")
-            ns_pids = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith(b"NSpid:")), [])
-            if len(ns_pids) < 2 or ns_pids[1] == b"1":
+        except OSError:
+            continue
+        ns_pids = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith(b"NSpid:")), [])
+        if len(ns_pids) < 2 or ns_pids[1] == b"1":
+            continue
+        out.append((name, len(ns_pids) > 2 and ns_pids[2] == b"1"))
+    return out
+
+
+def _descendants(proc_fd: int, root: int) -> list[int]:
+    """Every live descendant of process `root` (isolation none: the zygote is a child subreaper,
+    so a program's orphans stay its descendants; a zombie has none left)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir(proc_fd):
+        if name.isdigit():
+            try:
+                state, ppid = _read(proc_fd, f"{name}/stat").rsplit(b")", 1)[1].split()[:2]
+            except (OSError, ValueError):
                 continue
-            fields = _read(proc_fd, f"{name}/stat").rsplit(b")", 1)[1].split()
+            if state != b"Z":
+                children.setdefault(int(ppid), []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _usage(proc_fd: int, members) -> tuple[float, int, int]:
+    """CPU seconds (live processes and the children they reaped), memory (proportional set size:
+    a page shared by n processes counts 1/n in each, so forked children are not charged for their
+    parent's pages; the resident size where that is not readable) and tasks of `members` ((pid,
+    is_init) pairs; an init counts for the CPU time of the orphans it reaped only)."""
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    cpu, mem, tasks = 0, 0, 0
+    for pid, is_init in members:
+        try:
+            fields = _read(proc_fd, f"{pid}/stat").rsplit(b")", 1)[1].split()
             cpu += sum(int(x) for x in fields[11:15])
+            if is_init:
+                continue
             tasks += int(fields[17])
             try:
-                rollup = _read(proc_fd, f"{name}/smaps_rollup")
+                rollup = _read(proc_fd, f"{pid}/smaps_rollup")
                 mem += next(int(ln.split()[1]) * 1024 for ln in rollup.splitlines() if ln.startswith(b"Pss:"))
             except (OSError, StopIteration):
                 mem += int(fields[21]) * page
-        except OSError:
+        except (OSError, IndexError, ValueError):
             continue
     return cpu / tick, mem, tasks
 
 
-def _start_zygote(mode: str, base: str, cgroup_fd: int | None) -> tuple[socket.socket, int]:
+def _start_zygote(mode: str, base: str, cgroup_fd: int | None, root: list) -> tuple[socket.socket, int]:
     """Start the zygote, before any job is read; the worker keeps one end of a socket to it.
 
     Contained, a first child enters a new user and PID namespace and forks the zygote as that
     namespace's init, then only waits for it (the worker itself stays outside: its later children,
     the graders, must not be in the programs' namespace, where the zygote's kill(-1) would reach
     them). The worker and its graders hold no capabilities; the zygote holds them in its own user
-    namespace, to give each program a mount namespace. With `cgroup_fd` (the cgroup.procs of a pids
+    namespace, to build the programs' root and give each program its own namespaces. With `cgroup_fd` (the cgroup.procs of a pids
     cgroup, see cgroups.py) the zygote moves itself into that group before it forks anything."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid:
         theirs.close()
+        try:
+            sock_recv(ours)  # the zygote confined itself (else it printed why, and is gone)
+        except EOFError:
+            raise OSError("the zygote could not confine itself (see the worker's stderr)") from None
         return ours, pid
     code = 1
     try:
@@ -312,7 +419,9 @@ def _start_zygote(mode: str, base: str, cgroup_fd: int | None) -> tuple[socket.s
             # Objects that exist now are never collected: a child's collections then leave their
             # pages alone instead of writing to (and so copying) every one of them after the fork.
             gc.freeze()
-            _Zygote(mode, base, theirs).serve()
+            zygote = _Zygote(mode, base, theirs, root)
+            sock_send(theirs, {"ready": True})
+            zygote.serve()
             code = 0
     except BaseException:
         traceback.print_exc()
@@ -320,62 +429,38 @@ def _start_zygote(mode: str, base: str, cgroup_fd: int | None) -> tuple[socket.s
         os._exit(code)
 
 
+
 # ---------------------------------------------------------------------------------------------
-# The worker: reads jobs, hands programs to the zygote, runs graders.
-
-
-class _GraderTimeout(BaseException):
-    """The grader ran past its deadline (a BaseException: tests' `except Exception` cannot swallow it)."""
+# The worker: reads jobs, hands programs to the zygote, forks graders.
 
 
 def _grade(spec: dict, calls: tuple[int, int], limits: Limits, t0: float) -> list:
-    """Run the grader (trusted setup + tests, the program's functions as remote calls) here, in the
-    worker: outside the programs' PID namespace, where no program can see, signal or read it. Its
-    stdout / stderr are captured; interpreter state the tests may change is restored afterwards,
-    so one job's tests cannot change the next one's. RunResult's fields."""
-    saved = (sys.stdout, sys.stderr, sys.argv, sys.excepthook, sys.getrecursionlimit(), dict(builtins.__dict__))
-    sys.stdout, sys.stderr = out, err = io.StringIO(), io.StringIO()
+    """Fork the grader (trusted setup + tests, the program's functions as remote calls): outside
+    the programs' PID namespaces, where no program can see, signal or read it. It is killed at
+    its deadline from here, whatever it is doing. RunResult's fields."""
+    def grader() -> int:
+        confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        return run_grader(spec, calls)
 
-    fired = []
-
-    def expire(*_):
-        fired.append(True)  # run_as_main reports any exception, this one too: the flag says it was ours
-        raise _GraderTimeout
-
-    old_alarm = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, max(0.001, t0 + limits.timeout_s + _GRACE_S - time.monotonic()))
-    cpu0, timed_out, code = time.process_time(), False, 1
+    proc = spawn(grader, limits, calls)
+    for fd in calls:
+        os.close(fd)
     try:
-        code = run_grader(spec, calls)
-        timed_out = bool(fired)
-    except _GraderTimeout:
-        timed_out = True
-    except BaseException as e:  # the tests broke the interpreter's own error reporting
-        err.write(f"\n{type(e).__name__}: {e}\n")
+        timed_out = wait(proc, t0 + limits.timeout_s + _GRACE_S)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old_alarm)
-        for fd in calls:
-            os.close(fd)
-        sys.stdout, sys.stderr, sys.argv, sys.excepthook = saved[:4]
-        sys.setrecursionlimit(saved[4])
-        if builtins.__dict__ != saved[5]:
-            builtins.__dict__.clear()
-            builtins.__dict__.update(saved[5])
-    caps = [Capture(limits.output_bytes) for _ in range(2)]
-    for cap, buf in zip(caps, (out, err)):
-        cap.add(buf.getvalue().encode("utf-8", "backslashreplace"))
-    times = [round(time.monotonic() - t0, 4), round(time.process_time() - cpu0, 4)]
-    if timed_out:
-        return ["timeout", None, None, caps[0].text(), caps[1].text(), *times]
-    return ["exited", code, None, caps[0].text(), caps[1].text(), *times]
+        if proc.reaped is None:
+            kill_group(proc.pid)
+        proc.finish()
+    result = proc.result(t0, timed_out)
+    proc.close()
+    return result
 
 
 class _Worker:
-    def __init__(self, mode: str, base: str, cgroup_fd: int | None):
+    def __init__(self, mode: str, base: str, cgroup_fd: int | None, root: list):
         self.mode = mode
         confine.prctl(confine.PR_SET_DUMPABLE, 0)
-        self.zygote, self.zygote_pid = _start_zygote(mode, base, cgroup_fd)
+        self.zygote, self.zygote_pid = _start_zygote(mode, base, cgroup_fd, root)
         if cgroup_fd is not None:
             os.close(cgroup_fd)
 
@@ -395,12 +480,12 @@ class _Worker:
             fds += [req_r, resp_w]
             calls_g = (resp_r, req_w)
         try:
-            _sock_send(self.zygote, {"limits": wire_limits, "graded": spec is not None}, fds)
+            sock_send(self.zygote, {"limits": wire_limits, "graded": spec is not None}, fds)
         finally:
             for fd in fds:
                 os.close(fd)
         grader = _grade(spec, calls_g, limits, t0) if spec is not None else None
-        report, _ = _sock_recv(self.zygote)  # the program's run: it ended, or it was ended
+        report, _ = sock_recv(self.zygote)  # the program's run: it ended, or it was ended
         return report if grader is None else {"program": report, "grader": grader}
 
 
@@ -417,7 +502,7 @@ def serve() -> None:
     try:
         base = hello["base"]
         os.makedirs(base, 0o700, exist_ok=True)
-        worker = _Worker(hello["mode"], base, hello.get("cgroup_fd"))
+        worker = _Worker(hello["mode"], base, hello.get("cgroup_fd"), hello.get("root") or [])
         send_msg(out, {"mode": worker.mode})
     except BaseException as e:
         send_msg(out, {"error": f"{type(e).__name__}: {e}"})
@@ -436,7 +521,7 @@ def serve() -> None:
             os.waitpid(worker.zygote_pid, 0)
         except ChildProcessError:
             pass
-        shutil.rmtree(base, ignore_errors=True)
+        remove_tree(base)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:
