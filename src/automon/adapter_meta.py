@@ -69,7 +69,20 @@ class AdapterMeta:
                    if f not in d and spec.default is spec.default_factory]  # dataclasses.MISSING for both
         if missing:
             raise AdapterError(f"{ADAPTER_META_FILE} lacks {', '.join(missing)}", str(p), _RETRAIN)
+        for name, want in _META_TYPES.items():  # "lora_rank": "abc" once failed deep in the evaluation
+            v = d.get(name)
+            if name in d and v is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
+                kind = want.__name__ if isinstance(want, type) else " or ".join(t.__name__ for t in want)
+                raise AdapterError(f"{ADAPTER_META_FILE} has {name}={v!r}, not a {kind}", str(p), _RETRAIN)
+        if d.get("lora_rank") is not None and d["lora_rank"] < 1:
+            raise AdapterError(f"{ADAPTER_META_FILE} has lora_rank={d['lora_rank']}, not a rank >= 1", str(p), _RETRAIN)
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+# The JSON type of each field of automon_adapter.json (null is accepted where a default exists).
+_META_TYPES: dict[str, Any] = {"base_model": str, "pretrained": str, "prompt": str, "enable_thinking": bool,
+                               "subset": str, "data_manifest_hash": str, "lora_rank": int, "automon_version": str,
+                               "code_version": str, "prompt_fit": str, "extra": dict}
 
 
 def safetensors_shapes(path: Path) -> dict[str, list[int]]:

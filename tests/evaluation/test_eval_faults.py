@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -98,6 +99,22 @@ def test_truncated_automon_adapter_json_isone_error_line(tmp_path, build, adapte
                     "automon_adapter.json cannot be read", str(ad / "automon_adapter.json"), "retrain it")
 
 
+@pytest.mark.parametrize("field, value, needle", [
+    ("lora_rank", "abc", "lora_rank='abc', not a int"),
+    ("lora_rank", 0, "lora_rank=0, not a rank >= 1"),
+    ("enable_thinking", "no", "enable_thinking='no', not a bool"),
+    ("prompt", 3, "prompt=3, not a str"),
+])
+def test_automon_adapter_json_of_the_wrong_types_is_one_error_line(tmp_path, build, adapter, field, value, needle):
+    ad = _copy_adapter(adapter, tmp_path / "run" / "adapter")
+    meta = json.loads((ad / "automon_adapter.json").read_text())
+    (ad / "automon_adapter.json").write_text(json.dumps({**meta, field: value}))
+    with pytest.raises(AdapterError, match=re.escape(needle)):
+        check_adapter_files(ad)
+    if field == "lora_rank" and value == "abc":
+        one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", f"adapter={ad}")), needle, "retrain it")
+
+
 def test_adapter_may_name_a_file_in_the_adapter_dir(tmp_path, build, adapter):
     (m,) = resolve_monitors(compose(cpu_overrides(build, tmp_path / "o",
                                                   f"adapter={adapter / 'adapter_model.safetensors'}")))
@@ -137,6 +154,21 @@ def test_a_label_other_than_0_or_1_is_never_scored(tmp_path, build):
     one_error_line(run_holdout(*cpu_overrides(b, tmp_path / "o")), "label must be 0 or 1, got 2",
                     f"{b / 'test.jsonl'}:2", "rebuild it")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda rows: rows[1].update(label=1, evidence=[rows[1]["response"][:8]]), "has 2 sample(s) with labels [1, 1]"),
+    (lambda rows: rows[1].update(pair_id="lonely"), "has 1 sample(s) with labels [1]"),
+])
+def test_a_test_pair_that_is_not_one_benign_and_one_misbehaving_sample_is_refused(tmp_path, build, edit, needle):
+    """A twin pair with two misbehavior labels (manifest updated) was scored as a pair."""
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    rewrite_split(b, "test", edit)
+    with pytest.raises(SampleError, match="not a twin pair"):
+        load_build(b).samples("test")
+    one_error_line(run_holdout(*cpu_overrides(b, tmp_path / "o", *TINY)), "not a twin pair", needle,
+                   f"{b / 'test.jsonl'}:", "rebuild it")
 
 
 def test_manifest_of_the_wrong_shape_isone_error_line(tmp_path, build):
@@ -199,6 +231,24 @@ def test_output_dir_with_only_a_cache_or_the_pipeline_record_is_an_evaluation_s(
     assert sorted(p.name for p in out.iterdir()) == ["cache", "pipeline"]
     evaluate(compose(cpu_overrides(build, out, *TINY)))
     assert (out / "identity.json").exists()
+
+
+@pytest.mark.parametrize("setting, needle", [
+    ("data.max_pairs_per_subset=-1", "data.max_pairs_per_subset=-1 is out of range"),  # dropped one pair
+    ("data.max_pairs_per_subset=0", "data.max_pairs_per_subset=0 is out of range"),
+    ("adapter=", "adapter= is empty; give a directory, or adapter=null for the base model"),  # scored the base
+    ("output_dir=", "output_dir= is empty"),
+    ("cache_dir=", "cache_dir= is empty"),
+    ("bootstrap.seed=-1", "bootstrap.seed=-1 is out of range"),  # failed after scoring
+    ("shots_seed=-1", "shots_seed=-1 is out of range"),
+])
+def test_out_of_range_and_empty_settings_are_refused_at_config_time(tmp_path, build, setting, needle):
+    ov = [o for o in cpu_overrides(build, tmp_path / "o", *TINY) if o.split("=")[0] != setting.split("=")[0]]
+    with pytest.raises(Exception, match=re.escape(needle)):
+        compose([*ov, setting])
+    if setting.startswith(("adapter", "bootstrap")):
+        one_error_line(run_holdout(*ov, setting), needle)
+        assert not (tmp_path / "o").exists()
 
 
 def test_bootstrap_n_below_1_is_refused_at_config_time(tmp_path, build):

@@ -249,7 +249,32 @@ class Build:
 
     def samples(self, split: str) -> list[Sample]:
         self.verify(split)
-        return read_samples(self.path / f"{split}.jsonl", split)
+        samples = read_samples(self.path / f"{split}.jsonl", split)
+        if split == "test":
+            check_pairs(samples, self.path / "test.jsonl", rebuild_hint(self.manifest, self.path))
+        return samples
+
+
+def check_pairs(samples: list[Sample], path: Path, fix: str) -> None:
+    """The test split is scored as twin pairs: each pair_id holds exactly one benign (0) and one
+    misbehaving (1) sample of one subset. A pair with two 1s (a manifest updated after the edit) was
+    scored as a pair."""
+    from automon.schema import SampleError
+
+    pairs: dict[str, list[tuple[int, Sample]]] = {}
+    for i, s in enumerate(samples, 1):
+        pairs.setdefault(str(s.pair_id), []).append((i, s))
+    for pid, members in pairs.items():
+        labels = sorted(s.label for _, s in members)
+        subsets = {s.subset for _, s in members}
+        if labels != [0, 1] or len(subsets) != 1:
+            line = members[-1][0]
+            what = (f"{len(members)} sample(s) with labels {labels}" if labels != [0, 1]
+                    else f"samples of subsets {sorted(subsets)}")
+            raise SampleError(f"not a twin pair: pair_id {pid!r} has {what} (ids "
+                              f"{', '.join(s.id for _, s in members)}); each test pair is one benign (0) and one "
+                              f"misbehaving (1) sample of one subset", f"{path}:{line}",
+                              f"the file is not as data_build/build.py wrote it: {fix}")
 
 
 def rebuild_hint(manifest: dict, out: str | os.PathLike) -> str:
