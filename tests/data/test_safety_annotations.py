@@ -234,9 +234,13 @@ def test_import_needs_every_annotator(synth_root, ann_root):
 
 # ---------------------------------------------------------------- the build reads the verdicts
 
-def test_v5_build_tests_only_kept_pairs_and_reports_them(synth_root, ann_root, tmp_path):
+def test_v5_build_tests_only_kept_pairs_and_reports_them(synth_root, ann_root, tmp_path, monkeypatch):
+    import automon.data.recipes.safety as safety
     from automon.data.build import run_build
     from automon.data.io import load_build
+
+    # the synthetic twins differ in length in one direction every time: no length balance could keep any
+    monkeypatch.setattr(safety, "LENGTH_MAX_AUROC", 1.0)
 
     _export(synth_root, qa=10, code=10)
     key = _key(ann_root)
@@ -350,3 +354,26 @@ def test_the_shipped_export_is_what_the_sources_give(tmp_path, monkeypatch):
     assert names == sorted(str(p.relative_to(made)) for p in made.rglob("*") if p.is_file())
     for n in names:
         assert (made / n).read_bytes() == (shipped / n).read_bytes(), n
+
+
+def test_balance_lengths_moves_the_most_length_telling_pairs_to_training():
+    from automon.data.recipes.base import Draft, Drops, Item
+    from automon.data.recipes.safety import _length_auroc, balance_lengths
+
+    def item(k, mis_len, ben_len):
+        mis, ben = Draft("r", "x" * mis_len, 1, variant="m"), Draft("r", "y" * ben_len, 0, variant="b")
+        return Item((f"k{k}",), "safety_qa", f"s{k:02d}", (mis, ben), [mis, ben])
+
+    # misbehavior replies longer in 8 of 10 pairs, by a lot in pairs 0-3
+    lengths = [(900, 100), (800, 100), (700, 100), (600, 100), (130, 120), (125, 120), (122, 120), (121, 120),
+               (100, 130), (100, 140)]
+    items = [item(k, m, b) for k, (m, b) in enumerate(lengths)] + [Item(("t",), "safety_qa", "t", None, [])]
+    drops = Drops()
+    out = balance_lengths(items, drops, "safety_qa", max_auroc=0.6)
+    moved = [it.source for it, o in zip(items, out) if it.test_pair is not None and o.test_pair is None]
+    assert moved == ["s00", "s01", "s02", "s03"][:len(moved)] and moved  # the largest gaps first, in order
+    import math
+    left = [tuple(math.log1p(len(d.response)) for d in o.test_pair) for o in out if o.test_pair is not None]
+    assert _length_auroc(left) <= 0.6 and drops["safety_qa/train_only_length_balance"] == len(moved)
+    assert all(o.train == it.train for o, it in zip(out, items))  # moved pairs still train
+    assert balance_lengths(items[4:8], Drops(), "safety_qa", max_auroc=1.0) == items[4:8]

@@ -239,8 +239,45 @@ def _verdicts(ctx, subset: str) -> Verdicts | None:
 
 
 def _capped(ctx, subset: str, items: list[Item], verdicts: Verdicts | None) -> list[Item]:
-    """With annotations, the test can hold only the kept pairs: the build ships that many when
-    fewer than test.<subset> were kept (BuildContext.test_caps), and the card says so."""
+    """With annotations, the test can hold only the kept pairs, length-balanced (balance_lengths): the
+    build ships that many when fewer than test.<subset> are left (BuildContext.test_caps), and the
+    card says so."""
     if verdicts is not None:
+        items = balance_lengths(items, ctx.drops, subset, LENGTH_MAX_AUROC)
         ctx.build.test_caps[subset] = sum(it.test_pair is not None for it in items)
     return items
+
+
+# The pooled AUROC of the replies' log length over the test pairs that balance_lengths allows (either
+# direction); the artifact report's ceiling is 0.65 (automon.data.safety_report), this leaves room.
+LENGTH_MAX_AUROC = 0.60
+
+
+def _length_auroc(pairs: list[tuple[float, float]]) -> float:
+    from automon.metrics import auroc
+
+    a = auroc([1] * len(pairs) + [0] * len(pairs), [m for m, _ in pairs] + [b for _, b in pairs])
+    return max(a, 1 - a)
+
+
+def balance_lengths(items: list[Item], drops: Drops, subset: str, max_auroc: float = LENGTH_MAX_AUROC) -> list[Item]:
+    """Annotators keep pairs whose misbehavior reply does harm, which tends to take more words than a
+    decline: among the test-eligible pairs, length alone would then tell the label. While the pooled
+    AUROC of log length exceeds `max_auroc`, the pair whose twins differ most in length on the side that
+    is more common (misbehavior longer, or benign longer) trains instead of testing (counted)."""
+    import math
+
+    eligible = {id(it): it for it in items if it.test_pair is not None}
+    lens = {k: tuple(math.log1p(len(d.response)) for d in it.test_pair) for k, it in eligible.items()}
+    keep = sorted(eligible, key=lambda k: eligible[k].source)
+    moved = set()
+    while keep and _length_auroc([lens[k] for k in keep]) > max_auroc:
+        longer = [k for k in keep if lens[k][0] > lens[k][1]]
+        shorter = [k for k in keep if lens[k][0] <= lens[k][1]]
+        side = longer if len(longer) >= len(shorter) else shorter
+        worst = max(side, key=lambda k: (abs(lens[k][0] - lens[k][1]), eligible[k].source))
+        keep.remove(worst)
+        moved.add(worst)
+    if moved:
+        drops.add(subset, "train_only_length_balance", len(moved))
+    return [replace(it, test_pair=None) if id(it) in moved else it for it in items]
