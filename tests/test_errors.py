@@ -41,6 +41,8 @@ def main(cfg):
         raise KeyError("a bug")
     if cfg.what == "status":
         return 3
+    if cfg.what == "ctrlc":
+        raise KeyboardInterrupt
     print("ran", cfg.n)
 
 
@@ -101,3 +103,20 @@ def test_config_checks_name_the_key_and_the_valid_values():
         at_least("x.n", -1, 0)
     one_of("x.mode", "a", ("a", "b"))
     at_least("x.n", 0, 0)
+
+
+def test_ctrl_c_is_one_line_and_exit_130(script):
+    """A KeyboardInterrupt traceback once ended every entry point on Ctrl-C."""
+    r = run(script, "what=ctrlc")
+    assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: interrupted (Ctrl-C)") and "rerun the same command" in line
+    r = run(script, "what=ctrlc", AUTOMON_DEBUG="1")
+    assert r.returncode == 130 and "KeyboardInterrupt" in r.stderr
+
+
+def test_an_unknown_flag_is_one_line_not_argparse_usage(script):
+    assert "unknown option(s) --bogus; settings are key=value" in only_line(run(script, "--bogus"))
+    assert "invalid choice: 'bogus'" in only_line(run(script, "--cfg", "bogus"))
+    r = run(script, "--cfg", "job")
+    assert r.returncode == 0 and "what: ok" in r.stdout, r.stderr

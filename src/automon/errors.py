@@ -2,7 +2,8 @@
 
 A problem the user can fix raises a `UserError` (or a subclass: BuildError, SourceError, ...). The
 entry scripts declare their Hydra main with `entry` instead of `hydra.main`; it turns a UserError,
-and a config that Hydra cannot compose, into exactly one line on stderr and exit status 2:
+and a config that Hydra cannot compose, into exactly one line on stderr and exit status 2 (Ctrl-C: one
+line and exit status 130):
 
     error: <what> (<file>:<line>); <what to do>
 
@@ -108,6 +109,40 @@ def report(e: BaseException) -> None:
     print(f"error: {one_line(msg)}", file=sys.stderr, flush=True)
 
 
+def unknown_flags(argv: list[str]) -> str | None:
+    """One line about command-line flags Hydra's parser does not know (or a bad value of one it does),
+    None when there are none: key=value overrides are Hydra's to check."""
+    import argparse
+
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    parser.exit_on_error = False
+    try:
+        _, rest = parser.parse_known_args(argv)
+    except argparse.ArgumentError as e:
+        return f"{e}; see --help"
+    flags = [a for a in rest if a.startswith("-")]
+    if not flags:
+        return None
+    return (f"unknown option(s) {' '.join(flags)}; settings are key=value (e.g. output_dir=runs/x), and the "
+            "options are Hydra's: --help, --cfg job, -m (a sweep)")
+
+
+INTERRUPTED_STATUS = 128 + 2  # 128 + SIGINT, as for every signal that stops a stage (SIGTERM: 143)
+
+
+def interrupted(e: BaseException) -> int:
+    """Ctrl-C: one line, not a KeyboardInterrupt traceback (AUTOMON_DEBUG=1 shows it). What was finished
+    is kept (a build's temp dir and an evaluation's staging dir are removed on the way out, predictions
+    stay cached), so the same command carries on. Returns the exit status."""
+    if debug():
+        traceback.print_exception(type(e), e, e.__traceback__)
+    print("error: interrupted (Ctrl-C); nothing half-written is left as finished: rerun the same command to "
+          "carry on (finished work, checkpoints and cached predictions are kept)", file=sys.stderr, flush=True)
+    return INTERRUPTED_STATUS
+
+
 def entry(config_path: str, config_name: str, also: tuple[type[BaseException], ...] = ()
           ) -> Callable[[Callable[[Any], int | None]], Callable[[], None]]:
     """`hydra.main` for automon's entry scripts, under the convention above.
@@ -133,6 +168,8 @@ def entry(config_path: str, config_name: str, also: tuple[type[BaseException], .
             except caught as e:
                 report(e)
                 status = USER_ERROR_STATUS
+            except KeyboardInterrupt as e:
+                status = interrupted(e)
             if status:  # only then: under --multirun, exiting would end the sweep after one job
                 sys.exit(status)
 
@@ -140,6 +177,10 @@ def entry(config_path: str, config_name: str, also: tuple[type[BaseException], .
 
         @functools.wraps(task)
         def main() -> None:
+            flags = unknown_flags(sys.argv[1:])
+            if flags:  # argparse would print its 7-line usage
+                print(f"error: {flags}", file=sys.stderr, flush=True)
+                sys.exit(USER_ERROR_STATUS)
             # Before the job, Hydra reports composition errors (bad override, unknown key or option)
             # in several lines with exit status 1, unless HYDRA_FULL_ERROR is set: then it raises them.
             previous = os.environ.get("HYDRA_FULL_ERROR")
@@ -149,6 +190,8 @@ def entry(config_path: str, config_name: str, also: tuple[type[BaseException], .
             except HydraException as e:
                 report(e)
                 sys.exit(USER_ERROR_STATUS)
+            except KeyboardInterrupt as e:  # Ctrl-C before or after the job (composing the config, exiting)
+                sys.exit(interrupted(e))
             finally:
                 if previous is None:
                     os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -151,6 +151,26 @@ def test_bad_settings_fail_with_a_message(tmp_path):
     assert "build: running" not in r.stdout and not (tmp_path / "data" / "builds").exists()
 
 
+def test_stages_run_in_their_own_session_and_ctrl_c_is_passed_on_once(tmp_path):
+    """Ctrl-C at the terminal reaches only the pipeline, which passes SIGINT to the running stage once:
+    training then checkpoints (a second SIGINT would stop it at once) and the stages end in one line."""
+    import signal
+
+    import automon.pipeline.proc as proc
+
+    out = tmp_path / "sid.log"
+    rc = proc.run_logged([sys.executable, "-c", "import os; print('own session', os.getsid(0) == os.getpid())"],
+                         dict(os.environ), out, False, "")
+    assert rc == 0 and "own session True" in out.read_text()
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        proc.install_signal_forwarding()
+        assert signal.getsignal(signal.SIGINT) is proc._forward
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def test_config_diff_and_run_names():
     from automon.pipeline.stages import entry_dirname
     from automon.stage_status import config_diff

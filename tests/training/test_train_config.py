@@ -144,6 +144,10 @@ def test_cli_unknown_subset_and_typo_exit_2():
     assert r.returncode == 2 and "unknown subset 'nope'" in r.stderr and "sg_code" in r.stderr
     r = run_sft("train.lrr=1", timeout=60)
     assert r.returncode == 2 and "unknown config key 'train.lrr'" in r.stderr and "max_seq_length" in r.stderr
+    r = run_sft("train.lrr=1", "model=gpt5", timeout=60)  # two typos: one line naming both
+    (line,) = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and line.startswith("error: 2 problems in the command line: ")
+    assert "'train.lrr'" in line and "'gpt5'" in line
 
 
 def test_lr_schedulers_offered_are_transformers_names():

@@ -157,6 +157,22 @@ def test_preemption_guard_handles_sigusr1():
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
 
 
+def test_ctrl_c_checkpoints_like_sigterm_and_a_second_stops_at_once():
+    from transformers import TrainerControl
+
+    from automon.training.callbacks import PreemptionCallback, PreemptionGuard
+
+    with PreemptionGuard() as g:
+        os.kill(os.getpid(), signal.SIGINT)  # not a KeyboardInterrupt: a checkpoint, then stop
+        time.sleep(0.05)
+        ctl = PreemptionCallback(g).on_step_end(None, None, TrainerControl())
+        assert g.signum == signal.SIGINT and ctl.should_save and ctl.should_training_stop
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_wandb_offline_needs_no_key(small_build, tmp_path):
     run = tmp_path / "W"
     r = run_sft(*tiny_overrides(small_build, run, "subset=sg_code", "train.max_steps=2", "wandb.mode=offline"),

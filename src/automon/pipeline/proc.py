@@ -42,7 +42,9 @@ def say(line: str) -> None:
 
 
 def install_signal_forwarding() -> None:
-    for s in (signal.SIGTERM, signal.SIGUSR1):
+    # SIGINT too: the stages run in sessions of their own (run_logged), so Ctrl-C reaches them once, from
+    # here: training checkpoints and stops, the others stop with one line; the pipeline then stops.
+    for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
         signal.signal(s, _forward)
 
 
@@ -59,7 +61,7 @@ def run_logged(argv: Sequence[str], env: dict[str, str], log_path: Path, echo: b
         log.write(f"\n$ {cmd}\n")
         log.flush()
         p = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                             text=True, errors="replace", bufsize=1)
+                             text=True, errors="replace", bufsize=1, start_new_session=True)
         with _lock:
             _children.add(p)
         try:

@@ -1,4 +1,4 @@
-"""Trainer callbacks: the metrics file, and checkpoint-then-stop on SIGTERM / SIGUSR1.
+"""Trainer callbacks: the metrics file, and checkpoint-then-stop on SIGTERM / SIGUSR1 / SIGINT (Ctrl-C).
 
 Slurm sends SIGTERM before preemption (and SIGUSR1 before the time limit with
 `--signal=USR1@<seconds>`). The handler only sets a flag; at the end of the current optimizer step
@@ -19,7 +19,8 @@ from transformers import TrainerCallback
 
 log = logging.getLogger(__name__)
 
-PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+# SIGINT (Ctrl-C) too: the run stops the same way, after a checkpoint; a second Ctrl-C stops at once.
+PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
 
 class PreemptionGuard:
@@ -30,6 +31,8 @@ class PreemptionGuard:
         self._old: dict[int, Any] = {}
 
     def _handler(self, signum, frame) -> None:  # noqa: ARG002
+        if signum == signal.SIGINT and self.signum is not None:
+            raise KeyboardInterrupt  # asked twice: stop now (the newest complete checkpoint still resumes)
         if self.signum is None:
             log.warning("received %s: saving a checkpoint at the end of this step, then stopping",
                         signal.Signals(signum).name)

@@ -93,9 +93,9 @@ def preflight(argv: list[str], conf_dir: Path = CONF_DIR) -> list[str]:
 
 def preflight_or_exit(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
     problems = preflight(argv, conf_dir)
-    if problems:
-        for p in problems:
-            print(f"error: {p}", file=sys.stderr)
+    if problems:  # one line however many: the convention every entry point keeps (automon.errors)
+        head = f"{len(problems)} problems in the command line: " if len(problems) > 1 else ""
+        print(f"error: {head}{' | '.join(p.rstrip('.') for p in problems)}", file=sys.stderr)
         sys.exit(2)
 
 
