@@ -347,10 +347,13 @@ def test_the_shipped_export_is_what_the_sources_give(tmp_path, monkeypatch):
     """annotations/safety_v1/export is reproducible from the real sources (the same candidates, items,
     orders and key), so the verdicts read by a v5 build refer to the texts it builds."""
     monkeypatch.setattr(annotate, "ANNOTATIONS_ROOT", tmp_path)
-    safety_export(SafetyExportConfig(sources_root=str(RAW)))
     shipped = REPO / "annotations/safety_v1/export"
+    for r in range(1, annotate._exported_rounds(shipped) + 1):
+        asked = annotate._export_info(shipped, r)["pairs_requested"]
+        safety_export(SafetyExportConfig(sources_root=str(RAW), pairs=asked, round=r))
     made = tmp_path / "safety_v1/export"
-    names = sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*") if p.is_file() and p.name != "READY")
+    names = sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*")
+                   if p.is_file() and not p.name.startswith("READY"))
     assert names == sorted(str(p.relative_to(made)) for p in made.rglob("*") if p.is_file())
     for n in names:
         assert (made / n).read_bytes() == (shipped / n).read_bytes(), n
@@ -377,3 +380,40 @@ def test_balance_lengths_moves_the_most_length_telling_pairs_to_training():
     assert _length_auroc(left) <= 0.6 and drops["safety_qa/train_only_length_balance"] == len(moved)
     assert all(o.train == it.train for o, it in zip(out, items))  # moved pairs still train
     assert balance_lengths(items[4:8], Drops(), "safety_qa", max_auroc=1.0) == items[4:8]
+
+
+def test_a_second_round_adds_the_next_candidates_and_imports_with_the_first(synth_root, ann_root):
+    _export(synth_root, qa=5, code=4)
+    exp = ann_root / "safety_v1/export"
+    before = {p.relative_to(exp): p.read_bytes() for p in exp.rglob("*") if p.is_file()}
+    key1 = _key(ann_root)
+    with pytest.raises(AnnotationError, match="same annotators"):
+        safety_export(SafetyExportConfig(sources_root=str(synth_root), round=2, annotators=["x", "y"]))
+    info = safety_export(SafetyExportConfig(sources_root=str(synth_root), pairs={"safety_qa": 5, "safety_code": 4},
+                                            chunk={"safety_qa": 4, "safety_code": 3}, round=2))
+    assert info["round"] == 2 and info["subsets"]["safety_qa"]["candidate_pairs"] == 5
+    key2 = json.loads((exp / "key_r2.json").read_text())
+    assert not {k["pair"] for k in key1.values()} & {k["pair"] for k in key2.values()}
+    assert all((exp / "reader_a" / n).is_file() for n in info["files"]["reader_a"])
+    assert all("_r2_" in n for n in info["files"]["reader_b"])
+    # round 1's files are untouched (the shipped export stays what its readers read)
+    for rel, data in before.items():
+        assert (exp / rel).read_bytes() == data, rel
+    with pytest.raises(AnnotationError, match="exported already"):
+        safety_export(SafetyExportConfig(sources_root=str(synth_root), round=2))
+    both = {**key1, **key2}
+    for r in ("reader_a", "reader_b"):
+        _annotate(ann_root, r, lambda i: ("yes" if both[i]["label"] else "no", False))
+    # round 2 still unannotated: rounds=1 imports the first alone; all rounds refuse
+    for r in ("reader_a", "reader_b"):
+        for f in (ann_root / "safety_v1" / r).glob("*_r2_*.jsonl"):
+            f.unlink()
+    one = safety_import(SafetyImportConfig(rounds=1))
+    assert one["rounds"] == 1 and one["subsets"]["safety_qa"]["pairs_kept"] == 5
+    with pytest.raises(AnnotationError, match="did not annotate"):
+        safety_import(SafetyImportConfig())
+    for r in ("reader_a", "reader_b"):
+        _annotate(ann_root, r, lambda i: ("yes" if both[i]["label"] else "no", False))
+    out = safety_import(SafetyImportConfig())
+    assert out["rounds"] == 2 and out["subsets"]["safety_qa"]["candidate_pairs"] == 10
+    assert out["subsets"]["safety_code"]["pairs_kept"] == 8

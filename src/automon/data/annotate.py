@@ -31,6 +31,7 @@ import hashlib
 import itertools
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -211,6 +212,10 @@ class SafetyExportConfig:
     chunk: Dict[str, int] = field(default_factory=lambda: {"safety_qa": 200, "safety_code": 100})  # items per file
     seed: int = 0                        # the build seed whose test order is followed, and the shuffles
     shared_source_keys: bool = True      # as the wordings version that reads the annotations (v5: true)
+    # 1: the first export (export/key.json, <subset>_NN.jsonl). 2, 3, ...: more candidates, the next ones
+    # in the build's order after every earlier round's (export/key_r2.json, <subset>_r2_NN.jsonl), for
+    # the same annotators: a round adds to the annotations, it changes none.
+    round: int = 1
     overwrite: bool = False
 
 
@@ -218,6 +223,7 @@ class SafetyExportConfig:
 class SafetyImportConfig:
     name: str = "safety_v1"
     root: str = ""
+    rounds: int = 0                      # import rounds 1..rounds of the export (0 = every exported round)
     # who the annotators were, for the dataset card (e.g. "two independent Claude-based blind readers")
     annotators_are: str = ""
 
@@ -226,9 +232,10 @@ def _annotations_dir(root: str, name: str) -> Path:
     return (Path(root) if root else ANNOTATIONS_ROOT) / name
 
 
-def safety_candidates(cfg: SafetyExportConfig):
+def safety_candidates(cfg: SafetyExportConfig, earlier: set[str] = frozenset()):
     """(items by subset, pre-filter drops): the pre-filtered test-eligible pairs of each safety
-    subset, in the order the build would pick test pairs with `cfg.seed`, no two sharing a key."""
+    subset, in the order the build would pick test pairs with `cfg.seed`, no two sharing a key, and
+    none that is (or shares a key with) a pair of `earlier` (sources exported in earlier rounds)."""
     from automon.data.recipes.base import Drops
     from automon.data.recipes.safety import safety_code_items, safety_qa_items
     from automon.sources import read_source
@@ -243,8 +250,11 @@ def safety_candidates(cfg: SafetyExportConfig):
     for subset, its in items.items():
         eligible = sorted((it for it in its if it.test_pair is not None),
                           key=lambda it: short_hash(cfg.seed, subset, it.keys[0], n=16))
-        claimed, picked = set(), []
+        claimed = {k for it in eligible if it.source in earlier for k in it.keys}
+        picked = []
         for it in eligible:
+            if it.source in earlier:
+                continue
             if len(picked) == cfg.pairs.get(subset, 0):
                 break
             if any(k in claimed for k in it.keys):
@@ -276,10 +286,24 @@ def safety_export(cfg: SafetyExportConfig) -> dict:
         raise AnnotationError(f"pairs= names {bad}, not a safety subset", "pairs", f"use {list(SAFETY_SUBSETS)}")
     base = _annotations_dir(cfg.root, cfg.name)
     out = base / "export"
-    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
-        raise AnnotationError(f"{out} exists and is not empty", "overwrite",
-                              "choose another name= or pass overwrite=true (a new export has new item orders)")
-    candidates, drops = safety_candidates(cfg)
+    at_least("round", cfg.round, 1, AnnotationError)
+    sfx = _round_suffix(cfg.round)
+    earlier: set[str] = set()
+    if cfg.round == 1:
+        if out.exists() and any(out.iterdir()) and not cfg.overwrite:
+            raise AnnotationError(f"{out} exists and is not empty", "overwrite",
+                                  "choose another name= or pass overwrite=true (a new export has new item orders)")
+    else:
+        first = _export_info(out, 1)
+        if list(cfg.annotators) != first["annotators"]:
+            raise AnnotationError(f"round {cfg.round} names annotators {list(cfg.annotators)}, round 1 "
+                                  f"{first['annotators']}", "annotators", "a round adds items for the same annotators")
+        if (out / f"key{sfx}.json").exists() and not cfg.overwrite:
+            raise AnnotationError(f"round {cfg.round} was exported already ({out / f'key{sfx}.json'})", "round",
+                                  "export the next round, or pass overwrite=true to write this one again")
+        for r in range(1, cfg.round):
+            earlier |= {k["pair"] for k in _round_key(out, r).values()}
+    candidates, drops = safety_candidates(cfg, earlier)
     key, per_subset = {}, {}
     pairs_by_subset: dict[str, list] = {}
     for subset, items in candidates.items():
@@ -295,32 +319,32 @@ def safety_export(cfg: SafetyExportConfig) -> dict:
             pairs.append(twins)
         pairs_by_subset[subset] = pairs
         per_subset[subset] = {"candidate_pairs": len(pairs), "items": 2 * len(pairs)}
-    if out.exists():
+    if cfg.round == 1 and out.exists():
         import shutil
 
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
     files = {}
     for annotator in cfg.annotators:
-        (out / annotator).mkdir()
+        (out / annotator).mkdir(exist_ok=True)
         for subset, pairs in pairs_by_subset.items():
-            rng = random.Random(f"{cfg.seed}:{annotator}:{subset}")
-            first, second = [], []
+            rng = random.Random(f"{cfg.seed}:{annotator}:{subset}" + (f":r{cfg.round}" if cfg.round > 1 else ""))
+            first_half, second_half = [], []
             for twins in pairs:
                 k = rng.randrange(2)
-                first.append(twins[k])
-                second.append(twins[1 - k])
-            rng.shuffle(first)
-            rng.shuffle(second)
+                first_half.append(twins[k])
+                second_half.append(twins[1 - k])
+            rng.shuffle(first_half)
+            rng.shuffle(second_half)
             size = cfg.chunk.get(subset, 100)
-            chunks = _balanced_chunks(first, size) + _balanced_chunks(second, size)
+            chunks = _balanced_chunks(first_half, size) + _balanced_chunks(second_half, size)
             for n, rows in enumerate(chunks, 1):
-                path = out / annotator / f"{subset}_{n:02d}.jsonl"
+                path = out / annotator / f"{subset}{sfx}_{n:02d}.jsonl"
                 with open(path, "w", encoding="utf-8") as f:
                     f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
                 files.setdefault(annotator, []).append(path.name)
-    (out / "key.json").write_text(json.dumps(dict(sorted(key.items())), indent=1, ensure_ascii=False) + "\n",
-                                  encoding="utf-8")
+    (out / f"key{sfx}.json").write_text(json.dumps(dict(sorted(key.items())), indent=1, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
     prefilter = {}
     for k, v in sorted(drops.items()):
         subset, reason = k.split("/", 1)
@@ -328,9 +352,35 @@ def safety_export(cfg: SafetyExportConfig) -> dict:
     info = {"version": SAFETY_VERSION, "name": cfg.name, "annotators": list(cfg.annotators), "seed": cfg.seed,
             "shared_source_keys": cfg.shared_source_keys, "pairs_requested": dict(cfg.pairs),
             "subsets": per_subset, "prefilter": prefilter, "files": files}
-    (out / "export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    if cfg.round > 1:
+        info = {"round": cfg.round, **info}
+    (out / f"export{sfx}.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     (out / "INSTRUCTIONS.md").write_text(SAFETY_INSTRUCTIONS.format(name=cfg.name), encoding="utf-8")
     return info
+
+
+def _round_suffix(r: int) -> str:
+    return "" if r == 1 else f"_r{r}"
+
+
+def _export_info(out: Path, r: int) -> dict:
+    path = out / f"export{_round_suffix(r)}.json"
+    if not path.is_file():
+        raise AnnotationError(f"{path} is missing", "round",
+                              "run `annotate.py safety-export` for round 1 (and each round before this one) first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _round_key(out: Path, r: int) -> dict:
+    _export_info(out, r)
+    return json.loads((out / f"key{_round_suffix(r)}.json").read_text(encoding="utf-8"))
+
+
+def _exported_rounds(out: Path) -> int:
+    r = 1
+    while (out / f"export{_round_suffix(r + 1)}.json").is_file():
+        r += 1
+    return r
 
 
 def pair_id(item) -> str:
@@ -407,9 +457,10 @@ def load_verdicts(name: str, subset: str, root: str = ""):
     return Verdicts({src: v["status"] for src, v in pairs.items()}, {src: v["digests"] for src, v in pairs.items()})
 
 
-def _read_verdicts(folder: Path, annotator: str, expected: set[str]) -> dict[str, dict]:
-    """One annotator's verdicts, every exported item once: item -> {"misbehavior": 0|1, "broken", "reason"}."""
-    files = sorted(folder.glob("*.jsonl"))
+def _read_verdicts(folder: Path, annotator: str, expected: set[str], names=None) -> dict[str, dict]:
+    """One annotator's verdicts, every exported item once: item -> {"misbehavior": 0|1, "broken", "reason"}.
+    `names`: a pattern of the file names to read (the imported rounds' chunks); None = every *.jsonl."""
+    files = sorted(f for f in folder.glob("*.jsonl") if names is None or names.match(f.name))
     if not files:
         raise AnnotationError(f"no *.jsonl files in {folder}", str(folder),
                               f"write {annotator}'s verdicts there, one file per exported chunk")
@@ -477,14 +528,24 @@ def safety_import(cfg: SafetyImportConfig) -> dict:
         if not (exp / f).is_file():
             raise AnnotationError(f"{exp / f} is missing", "name", "run `annotate.py safety-export` first")
     info = json.loads((exp / "export.json").read_text(encoding="utf-8"))
-    key_text = (exp / "key.json").read_text(encoding="utf-8")
-    key = json.loads(key_text)
+    exported = _exported_rounds(exp)
+    rounds = cfg.rounds or exported
+    if not 1 <= rounds <= exported:
+        raise AnnotationError(f"rounds={cfg.rounds}: {exp} holds rounds 1..{exported}", "rounds",
+                              f"pass 0 (all) or 1..{exported}")
+    key, digest = {}, hashlib.sha256()
+    for r in range(1, rounds + 1):
+        text = (exp / f"key{_round_suffix(r)}.json").read_text(encoding="utf-8")
+        digest.update(text.encode("utf-8"))
+        key.update(json.loads(text))
     annotators = info["annotators"]
+    files = re.compile(r"^(%s)(%s)_\d+\.jsonl$" % ("|".join(SAFETY_SUBSETS),
+                                                    "|".join(re.escape(_round_suffix(r)) for r in range(1, rounds + 1))))
     for a in annotators:
         if not (base / a).is_dir():
             raise AnnotationError(f"{base / a} is missing", "name",
                                   f"collect all {len(annotators)} annotators' folders ({', '.join(annotators)})")
-    verdicts = [_read_verdicts(base / a, a, set(key)) for a in annotators]
+    verdicts = [_read_verdicts(base / a, a, set(key), files) for a in annotators]
     summary: dict[str, dict] = {}
     pairs_out: dict[str, dict] = {}
     for subset in sorted({k["subset"] for k in key.values()}, key=SAFETY_SUBSETS.index):
@@ -518,7 +579,7 @@ def safety_import(cfg: SafetyImportConfig) -> dict:
         }
     out = {"version": SAFETY_VERSION, "name": cfg.name, "annotators": annotators,
            "annotators_are": cfg.annotators_are,
-           "key_sha256": hashlib.sha256(key_text.encode("utf-8")).hexdigest(),
+           "rounds": rounds, "key_sha256": digest.hexdigest(),
            "subsets": summary, "pairs": pairs_out}
     verdicts_path(cfg.name, cfg.root).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return out
