@@ -332,6 +332,30 @@ def test_an_unwritable_out_fails_before_any_work(root, tmp_path, caplog):
     assert not (tmp_path / "new").exists(), "a failed build removes the parent dirs it created"
 
 
+def test_an_out_that_is_a_symlink_loop_fails_before_any_work(root, tmp_path, caplog):
+    """out= a symlink loop: the build noticed only when it moved the finished build in."""
+    (root / "humaneval" / "HumanEval.jsonl.gz").write_bytes(b"broken")  # would fail later: out comes first
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    for out in (tmp_path / "loop-a", tmp_path / "loop-a" / "b"):
+        msg = fails(root, tmp_path, caplog, out=out)
+        assert "symlink loop" in msg and "choose another out=" in msg, msg
+
+
+def test_concurrent_writability_checks_of_shared_parents_all_succeed(tmp_path):
+    """check-then-mkdir without exist_ok: 20 of 400 concurrent calls failed (a parallel pipeline once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from automon.data.io import ensure_writable_dir
+
+    def one(i):
+        return ensure_writable_dir(tmp_path / f"p{i % 3}" / "runs" / f"r{i}", "output_dir")
+
+    with ThreadPoolExecutor(16) as ex:
+        done = list(ex.map(one, range(400)))
+    assert len(done) == 400
+
+
 def test_a_full_disk_while_writing_is_one_error_and_leaves_nothing(synth, tmp_path, monkeypatch):
     import automon.data.io as io
 

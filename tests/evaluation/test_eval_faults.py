@@ -251,6 +251,12 @@ def test_out_of_range_and_empty_settings_are_refused_at_config_time(tmp_path, bu
         assert not (tmp_path / "o").exists()
 
 
+def test_an_output_dir_that_is_a_symlink_loop_is_one_error_line(tmp_path, build):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "a" / "o", *TINY)), "symlink loop")
+
+
 def test_bootstrap_n_below_1_is_refused_at_config_time(tmp_path, build):
     with pytest.raises(Exception, match="bootstrap.n must be >= 1"):
         compose(cpu_overrides(build, tmp_path / "o", "bootstrap.n=0"))

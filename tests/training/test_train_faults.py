@@ -89,6 +89,12 @@ def test_a_finished_run_is_a_run_by_its_record(finished):
     assert rd.foreign_entries(finished) == []
 
 
+def test_an_output_dir_that_is_a_symlink_loop_is_one_error_line(tmp_path, build):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    one_error_line(run_sft(*_ov(build, tmp_path / "a")), "output_dir=", "symlink loop", "choose another output_dir=")
+
+
 # ---------------------------------------------------------------- bad settings and samples
 
 @pytest.mark.parametrize("setting, needle", [

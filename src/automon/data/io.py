@@ -117,16 +117,37 @@ def clean_leftovers(out: Path) -> list[Path]:
     return removed
 
 
+def resolved(path: str | os.PathLike, key: str) -> Path:
+    """`path` resolved; a symlink loop on the way is the user's to fix (Path.resolve raises RuntimeError,
+    and exists() calls such a path missing, so a stage noticed only when it finally wrote there)."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as e:
+        raise OutDirError(f"{key}={path} is, or lies under, a symlink loop ({e})", str(path),
+                          f"fix or remove the symlinks, or choose another {key}=") from None
+
+
 def _mkdirs(path: Path) -> list[Path]:
-    """mkdir -p that returns the directories it created (outermost first)."""
+    """mkdir -p that returns the directories it created (outermost first). Safe against a concurrent
+    mkdir of the same directories (another stage creating the same parent): only what this call
+    created is returned."""
     missing = []
     p = path
     while not p.exists():
+        if p.is_symlink():  # a dangling link or a symlink loop: exists() is False, mkdir would fail late
+            os.stat(p)  # raises the OSError (ELOOP, ENOENT) that names it
         missing.append(p)
         p = p.parent
+    created = []
     for d in reversed(missing):
-        d.mkdir(mode=0o777)
-    return list(reversed(missing))
+        try:
+            d.mkdir(mode=0o777)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+            continue  # another process made it meanwhile: not ours to remove again
+        created.append(d)
+    return created
 
 
 @contextmanager
@@ -138,6 +159,7 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
     `out` left behind. Directories follow the umask (mkdtemp alone would make them drwx------).
     """
     out = Path(out)
+    resolved(out, "out")  # a symlink loop: now, not after the whole build
     clean_leftovers(out)
     if out.exists() and not overwrite:
         raise OutDirError(f"{out} already exists", None, "pass overwrite=true to replace it, or choose another out=")
@@ -196,17 +218,23 @@ def ensure_writable_dir(path: str | os.PathLike, key: str) -> Path:
     """Fail now, not after a stage's work, when config key `key` names a directory that cannot be
     created or written in. Leaves nothing behind: directories it had to create are removed again."""
     d = Path(path)
+    resolved(d, key)
     fix = f"set {key}= to a directory you can write in"
-    created: list[Path] = []
-    try:
-        created = _mkdirs(d)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=d)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
-    finally:
-        _rmdirs(created)
+    for attempt in range(5):
+        created: list[Path] = []
+        try:
+            created = _mkdirs(d)
+            fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=d)
+            os.close(fd)
+            os.unlink(probe)
+            return d
+        except FileNotFoundError as e:  # a concurrent check removed a parent it had made: try again
+            if attempt == 4:
+                raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
+        except OSError as e:
+            raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
+        finally:
+            _rmdirs(created)
     return d
 
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from automon.data.io import _lock, lock_leftover
+from automon.data.io import _lock, lock_leftover, resolved
 from automon.errors import disk_full
 from automon.evaluation.errors import EvalError
 from automon.evaluation.identity import IDENTITY_FILE, IDENTITY_FORMAT
@@ -63,7 +63,7 @@ def refuse_foreign_output(out_dir: Path, build_dir: Path) -> None:
     written, since publishing would replace its config.yaml, metrics.json and report.md."""
     from automon.training.rundir import is_run_dir
 
-    out, b = out_dir.resolve(), build_dir.resolve()
+    out, b = resolved(out_dir, "output_dir"), build_dir.resolve()
     fix = "choose another output_dir= (or leave it unset: evals/<model>__<monitor>__<prompt>__shots<k>)"
     if out == b or b in out.parents or out in b.parents:
         where = "is the data build" if out == b else ("is inside" if b in out.parents else "holds") + " the data build"

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from automon import stage_status
 from automon.adapter_meta import ADAPTER_META_FILE, AdapterError, check_adapter_files
+from automon.data.io import resolved
 from automon.schema import SUBSETS
 from automon.stage_status import Currency, Status
 from automon.training.errors import RunDirConflict, TrainConfigError, TrainError
@@ -175,7 +176,7 @@ def foreign_entries(run_dir: Path) -> list[str]:
 def refuse_foreign(run_dir: Path, build_dir: Path) -> None:
     """output_dir must be a training run's directory: never the data build, inside it or around it, never
     a directory of files no run wrote (overwrite=true would delete them)."""
-    out, b = run_dir.resolve(), Path(build_dir).resolve()
+    out, b = resolved(run_dir, "output_dir"), Path(build_dir).resolve()
     if out == b or b in out.parents or out in b.parents:
         where = "is the data build" if out == b else ("is inside" if b in out.parents else "holds") + " the data build"
         raise RunDirConflict(f"output_dir={run_dir} {where} {build_dir}", "output_dir",
