@@ -351,6 +351,8 @@ def _restate(text: str, changed: dict[Fraction, Fraction]) -> str:
         if (v * 10 ** places).denominator != 1:
             return _show(v) + m.group(0)[len(old):]
         body = f"{float(v):,.{places}f}" if "," in old else f"{float(v):.{places}f}"
+        if old.startswith(".") and body.startswith("0."):
+            body = body[1:]  # .85 -> .75, as written
         return body + m.group(0)[len(old):]
     return _NUMBER.sub(new, text)
 
