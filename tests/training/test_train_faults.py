@@ -250,6 +250,39 @@ def test_a_damaged_adapter_is_not_current_and_the_rerun_writes_it_again(tmp_path
         assert _status(build, run).current
 
 
+def test_a_cut_optimizer_state_is_named_and_the_previous_checkpoint_resumes(tmp_path, build, finished, caplog):
+    run = _copy_run(finished, tmp_path / "R")
+    newest = rd.last_complete_checkpoint(run)
+    assert newest is not None and newest.name == f"checkpoint-{STEPS}"
+    opt = newest / "optimizer.pt"
+    opt.write_bytes(opt.read_bytes()[: opt.stat().st_size // 2])
+    caplog.set_level(logging.WARNING)
+    assert rd.last_complete_checkpoint(run).name == "checkpoint-2"
+    assert any("optimizer.pt is damaged or cut short" in r.getMessage() and f"checkpoint-{STEPS}" in r.getMessage()
+               for r in caplog.records)
+    (run / "adapter").rename(tmp_path / "gone")  # unfinished: the rerun resumes from checkpoint-2
+    r = run_sft(*_ov(build, run))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "resuming from" in r.stderr and "checkpoint-2" in r.stderr and "optimizer.pt is damaged" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "run.json"])
+def test_a_run_file_that_is_a_directory_is_one_error_line(tmp_path, build, finished, name):
+    run = _copy_run(finished, tmp_path / "R")
+    (run / name).unlink()
+    (run / name).mkdir()
+    (run / "adapter").rename(tmp_path / "gone")
+    one_error_line(run_sft(*_ov(build, run)), "is a directory", name)
+
+
+def test_a_manifest_that_is_a_directory_is_one_error_line(tmp_path, build):
+    b = tmp_path / "b"
+    shutil.copytree(build, b)
+    (b / "manifest.json").unlink()
+    (b / "manifest.json").mkdir()
+    one_error_line(run_sft(*_ov(b, tmp_path / "r")), "manifest.json cannot be read (Is a directory)", "rebuild it")
+
+
 def test_damaged_run_json_or_config_is_stale_not_a_traceback(tmp_path, build, finished):
     run = _copy_run(finished, tmp_path / "R")
     (run / "run.json").write_text('{"status": "compl')

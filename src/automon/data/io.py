@@ -353,8 +353,12 @@ def load_build(path: str | os.PathLike, verify: tuple[str, ...] = ()) -> Build:
         manifest = json.loads(mf.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BuildNotFound(f"{mf} is not valid JSON ({e})", str(mf), fix) from None
+    except OSError as e:  # a directory named manifest.json, no permission to read it
+        raise BuildNotFound(f"{mf} cannot be read ({e.strerror})", str(mf), fix) from None
     manifest = _check_manifest_shape(manifest, mf, fix)
     for split in ("train", "test"):
+        if (p / f"{split}.jsonl").is_dir():
+            raise BuildNotFound(f"{p / f'{split}.jsonl'} is a directory", str(p), rebuild_hint(manifest, p))
         if not (p / f"{split}.jsonl").exists():
             raise BuildNotFound(f"{p} has a manifest but no {split}.jsonl", str(p), rebuild_hint(manifest, p))
     build = Build(path=p, manifest=manifest, manifest_hash=sha256_file(mf))

@@ -96,6 +96,7 @@ def run(cfg: Any) -> int:
     c, resolved, subsets, label, run_dir, build = r.cfg, r.resolved, r.subsets, r.label, r.run_dir, r.build
     # Cheap checks before the model loads: the run dir can be written, the data is what the build wrote.
     rd.refuse_foreign(run_dir, build.path)  # never the data build, never a folder of other files
+    rd.refuse_odd_run_files(run_dir)
     ensure_writable_dir(run_dir, "output_dir")
     build.verify("train")
     counts = (build.manifest.get("counts") or {}).get("train")

@@ -207,7 +207,8 @@ def clear(run_dir: Path, keep: Iterable[str] = ()) -> None:
 
 
 def last_complete_checkpoint(run_dir: Path) -> Path | None:
-    """Newest checkpoint whose trainer_state.json (written last by the Trainer) parses."""
+    """Newest checkpoint whose trainer_state.json (written last by the Trainer) parses and whose files are
+    whole; a damaged newer one is named in a warning and passed over."""
     d = run_dir / CHECKPOINTS
     if not d.is_dir():
         return None
@@ -218,8 +219,37 @@ def last_complete_checkpoint(run_dir: Path) -> Path | None:
             json.loads((p / "trainer_state.json").read_text())
         except (OSError, ValueError):
             continue
-        if any(p.glob("adapter_model.*")) and (p / "optimizer.pt").exists():
+        if not (any(p.glob("adapter_model.*")) and (p / "optimizer.pt").exists()):
+            continue
+        damage = checkpoint_damage(p)
+        if damage is None:
             return p
+        log.warning("%s: %s; resuming from the checkpoint before it, if any", p, damage)
+    return None
+
+
+def checkpoint_damage(ckpt: Path) -> str | None:
+    """What is wrong with a checkpoint whose trainer_state.json parses (None: nothing found): a torch file
+    (optimizer.pt, scheduler.pt, rng_state*.pth) that is not a whole zip archive (torch.save's format; a
+    cut file has no central directory at its end), or adapter weights cut short."""
+    import zipfile
+
+    for f in sorted([*ckpt.glob("*.pt"), *ckpt.glob("*.pth")]):
+        try:
+            with zipfile.ZipFile(f) as z:
+                end = max((i.header_offset + i.compress_size for i in z.infolist()), default=0)
+            if end > f.stat().st_size:
+                return f"{f.name} is cut short"
+        except (OSError, zipfile.BadZipFile, ValueError) as e:
+            return f"{f.name} is damaged or cut short ({type(e).__name__}: {e})"
+    weights = ckpt / "adapter_model.safetensors"
+    if weights.is_file():
+        from automon.adapter_meta import safetensors_shapes
+
+        try:
+            safetensors_shapes(weights)
+        except AdapterError as e:
+            return e.what
     return None
 
 
@@ -237,11 +267,23 @@ def trim_metrics(path: Path, max_step: int) -> None:
     os.replace(tmp, path)
 
 
+def refuse_odd_run_files(run_dir: Path) -> None:
+    """The files a run writes must be files: a directory named metrics.jsonl (or run.json, ...) fails a
+    run only when it is first written or read, with a traceback."""
+    for name in ("config.yaml", "run.json", "metrics.jsonl", "train_metrics.json", "train.log"):
+        p = run_dir / name
+        if p.exists() and not p.is_file():
+            raise TrainError(f"{p} is a directory, not the run's {name}", str(p),
+                             "remove or rename it, or choose another output_dir=")
+
+
 def read_metrics(path: Path) -> list[dict]:
     """metrics.jsonl's records. A torn last line (a kill mid-write) is dropped with a warning; a bad line
     before it is damage, not a kill, and stops the run with its file and line."""
     if not path.exists():
         return []
+    if not path.is_file():
+        refuse_odd_run_files(path.parent)
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     out = []
