@@ -257,6 +257,16 @@ def test_an_output_dir_that_is_a_symlink_loop_is_one_error_line(tmp_path, build)
     one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "a" / "o", *TINY)), "symlink loop")
 
 
+def test_wandb_online_without_a_key_is_refused_at_config_time(tmp_path, build, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    ov = [o for o in cpu_overrides(build, tmp_path / "o", *TINY) if not o.startswith("wandb.mode")]
+    with pytest.raises(Exception, match="wandb.mode=online needs a wandb API key"):
+        compose([*ov, "wandb.mode=online"])
+    with pytest.raises(Exception, match="cannot write in wandb.dir="):
+        compose([*ov, f"wandb.dir={build / 'manifest.json'}/w"])
+
+
 def test_bootstrap_n_below_1_is_refused_at_config_time(tmp_path, build):
     with pytest.raises(Exception, match="bootstrap.n must be >= 1"):
         compose(cpu_overrides(build, tmp_path / "o", "bootstrap.n=0"))

@@ -156,3 +156,22 @@ def test_lr_schedulers_offered_are_transformers_names():
     from automon.config.train import LR_SCHEDULERS
 
     assert set(LR_SCHEDULERS) <= {s.value for s in SchedulerType}
+
+
+def test_wandb_online_without_a_key_and_an_unwritable_wandb_dir_fail_at_start_up(tmp_path, monkeypatch):
+    """Both once failed after the model loaded (wandb.init: a prompt or a traceback)."""
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    with pytest.raises(TrainConfigError, match="wandb.mode=online needs a wandb API key"):
+        validate(_typed("wandb.mode=online"))
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    validate(_typed("wandb.mode=online"))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(TrainConfigError, match="cannot write in wandb.dir="):
+        validate(_typed(f"wandb.dir={afile}/w"))
+    validate(_typed(f"wandb.dir={afile}/w", "wandb.mode=disabled"))  # not used: not checked
+    r = run_sft("subset=sg_qa", "wandb.mode=online", f"output_dir={tmp_path / 'r'}", timeout=120,
+                env={"WANDB_API_KEY": None, "NETRC": str(tmp_path / "no-netrc")})
+    (line,) = r.stderr.strip().splitlines()[-1:]
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "needs a wandb API key" in line, r.stderr

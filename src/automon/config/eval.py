@@ -132,6 +132,11 @@ class HoldoutConfig:
                            ("ood.seed", self.ood.seed)):
             if value < 0:
                 raise ConfigError(f"{key}={value} is out of range; use a seed >= 0")
+        from automon.config.checks import wandb_problem
+
+        problem = wandb_problem(self.wandb)
+        if problem:
+            raise ConfigError(problem)
         if self.shots_max_chars < 1:
             raise ConfigError(f"shots_max_chars={self.shots_max_chars} is out of range; use a value >= 1")
         if self.adapter and self.sweep_dir:

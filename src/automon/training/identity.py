@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 import automon.training.rundir as rd
+from automon.config.checks import wandb_problem
 from automon.config.train import LORA_TARGETS, LR_SCHEDULERS, LoraSection, SFTConfig, TrainSection
 from automon.data.io import Build, load_build
 from automon.prompts import PROMPT_NAMES
@@ -89,6 +90,9 @@ def validate(c: SFTConfig) -> None:
     for ok, msg in checks:
         if not ok:
             raise TrainConfigError(msg)
+    problem = wandb_problem(c.wandb)
+    if problem:
+        raise TrainConfigError(problem)
 
 
 def run_dir_for(c: SFTConfig, subset_label: str) -> Path:
