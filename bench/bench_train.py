@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import os
 import platform
 import sys
@@ -181,7 +182,9 @@ def main() -> int:
               "lengths": {"mean": round(useful / n, 1), "p50": ls[n // 2], "p90": ls[int(0.9 * n)],
                           "p99": ls[int(0.99 * n)], "max": ls[-1]},
               "tokenise_s": round(t_tok, 1), "packed": packed, "unpacked": unpacked,
-              "unpacked_random_order": unpacked_random}
+              "unpacked_random_order": unpacked_random,
+              # the exact length distribution (tokens: examples), which bench_train_gpu.py --corpus draws from
+              "length_histogram": {str(k): v for k, v in sorted(Counter(lengths).items())}}
     slug = Path(build["build"]).name + (f"_{args.limit}" if args.limit else "") + \
         (f"_{'+'.join(subsets)}" if subsets else "")
     out = Path(args.out) if args.out else REPO / "bench" / "results" / f"train_corpus_{slug}.json"

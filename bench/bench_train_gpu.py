@@ -5,6 +5,18 @@ Usage:
     python bench/bench_train_gpu.py --trainers peft --lengths 4096,16384 --steps 8
     python bench/bench_train_gpu.py --model qwen3_8b                 # Qwen3-8B shapes instead of 4B
     python bench/bench_train_gpu.py --tiny --allow-cpu               # plumbing check on CPU (numbers meaningless)
+    python bench/bench_train_gpu.py --corpus                         # the real corpus's lengths, packed vs unpacked
+
+`--corpus [RECORD]` trains on the corpus's own length distribution instead of fixed-length samples: the
+exact histogram that bench/bench_train.py recorded from the local build (default
+bench/results/train_corpus_default.json), drawn with a seed, one synthetic example per drawn length
+(random tokens, the last 3 carry the loss). Each trainer runs twice through train/sft.py's own path:
+packed (train.packing=true, `--tokens-per-step`, one pack per optimizer step) and as before packing
+(train.packing=false: 2 examples per micro-batch x 8, length-grouped). Per cell: useful tokens/s (the
+examples' tokens; padding is not counted), MFU with the FLOPs of each example at its own length
+(4N + 6*L*d_attn*len per token: packed examples do not attend to each other), peak memory, and the epoch
+time of subset=all (the record's useful tokens / tokens/s). Results go to
+bench/results/train_gpu_corpus_<model>_<gpu>.json.
 
 Each (trainer, length) cell runs in a fresh process through automon's own trainer plug-ins
 (automon.training.trainers: the same model loading, LoRA config, loss and trainer class as
@@ -126,6 +138,7 @@ def worker(trainer_name: str, seq_len: int, model_dir: str, warmup: int, steps: 
     cfg.train.batch_size, cfg.train.grad_accum, cfg.train.max_steps = batch_size, 1, warmup + steps
     cfg.train.warmup_ratio, cfg.train.save_steps, cfg.train.logging_steps = 0.0, 10**9, 10**9
     cfg.train.group_by_length = False
+    cfg.train.packing = False  # exactly batch_size samples of seq_len tokens per step (--corpus packs)
 
     times: list[float] = []
 
@@ -170,6 +183,199 @@ def worker(trainer_name: str, seq_len: int, model_dir: str, warmup: int, steps: 
 
 
 # ---------------------------------------------------------------------------------------------
+# --corpus: the real corpus's lengths, packed vs unpacked
+
+DEFAULT_CORPUS = REPO / "bench" / "results" / "train_corpus_default.json"
+
+
+def corpus_lengths(record: Path, n: int, seed: int, max_len: int) -> list[int]:
+    """`n` lengths drawn (with replacement, seeded) from the recorded length histogram, capped at max_len."""
+    import random
+
+    hist = json.loads(Path(record).read_text())["length_histogram"]
+    lengths, weights = [int(k) for k in hist], list(hist.values())
+    return [min(x, max_len) for x in random.Random(seed).choices(lengths, weights=weights, k=n)]
+
+
+def corpus_worker(trainer_name: str, packed: bool, model_dir: str, warmup: int, steps: int, lora_r: int,
+                  grad_ckpt: bool, record: str, tokens_per_step: int, max_len: int, seed: int = 0) -> dict:
+    from automon.training.trainers import get_trainer
+
+    plugin = get_trainer(trainer_name)
+    plugin.prepare()
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+
+    from automon.config.common import ModelConfig
+    from automon.config.train import SFTConfig
+    from automon.training.sft_args import make_sft_args
+
+    on_cuda = torch.cuda.is_available()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    cfg = SFTConfig()
+    cfg.model = ModelConfig(name="bench", pretrained=model_dir, dtype="bfloat16" if on_cuda else "float32",
+                            max_position_embeddings=40960)
+    cfg.trainer.name = trainer_name
+    cfg.trainer.gradient_checkpointing = grad_ckpt
+    cfg.train.lora.r = cfg.train.lora.alpha = lora_r
+    cfg.train.max_seq_length = max_len
+    cfg.train.packing, cfg.train.tokens_per_step = packed, tokens_per_step
+    cfg.train.grad_accum = cfg.train.accumulation()       # 1 packed, 8 unpacked: the defaults
+    cfg.train.max_steps = warmup + steps
+    cfg.train.warmup_ratio, cfg.train.save_steps, cfg.train.logging_steps = 0.0, 10**9, 10**9
+
+    # Enough examples for every timed step: a step takes tokens_per_step tokens packed, 16 examples unpacked.
+    mean = statistics.mean(corpus_lengths(Path(record), 2000, seed, max_len))
+    per_step = tokens_per_step / mean * 1.2 + 8 if packed else cfg.train.batch_size * cfg.train.grad_accum
+    lengths = corpus_lengths(Path(record), int(per_step * (warmup + steps)) + 16, seed, max_len)
+    g = torch.Generator().manual_seed(seed)
+    eot = tok.convert_tokens_to_ids("<|im_end|>")   # answers end with the end of turn (the packed rows' check)
+    ids = [torch.randint(1000, 150000, (n - 1,), generator=g).tolist() + [eot] for n in lengths]
+    labels = [[-100] * (len(row) - ANSWER_TOKENS) + row[-ANSWER_TOKENS:] for row in ids]
+    ds = Dataset.from_dict({"input_ids": ids, "labels": labels, "length": lengths})
+
+    micro: list[list[int]] = []   # example lengths of every micro-batch, in training order
+
+    def recording(collate):
+        def wrapped(features):
+            batch = collate(features)
+            micro.append([int(x) for f in features for x in f.get("seq_lengths") or [len(f["input_ids"])]])
+            return batch
+        return wrapped
+
+    times: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            if on_cuda:
+                torch.cuda.synchronize()
+            self.t = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            if on_cuda:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.t)
+
+    with tempfile.TemporaryDirectory() as d:
+        args = make_sft_args(cfg, Path(d), on_cuda, report_to=[])
+        args.save_strategy = "no"
+        trainer = plugin.build(cfg, model_dir, tok, ds, args, [StepTimer()], max_len)
+        trainer.data_collator = recording(trainer.data_collator)
+        model = trainer.model
+        n_non_emb = sum(p.numel() for name, p in model.named_parameters()
+                        if "lora_" not in name and "embed_tokens" not in name and "lm_head" not in name)
+        text_cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        if on_cuda:
+            torch.cuda.reset_peak_memory_stats()
+        t_all = time.perf_counter()
+        trainer.train()
+        wall = time.perf_counter() - t_all
+
+    ga = cfg.train.grad_accum
+    timed = micro[warmup * ga:(warmup + steps) * ga]
+    layers, d_attn = text_cfg.num_hidden_layers, text_cfg.num_attention_heads * text_cfg.head_dim
+    useful = sum(sum(m) for m in timed)
+    computed = sum(len(m) * max(m) for m in timed) if not packed else useful   # unpacked: padded to the longest
+    flops = sum(n * model_flops_per_token(n_non_emb, layers, d_attn, n) for m in timed for n in m)
+    t = sum(times[warmup:])
+    rec = {"trainer": trainer_name, "mode": "packed" if packed else "unpacked", "status": "ok",
+           "tokens_per_step": tokens_per_step if packed else None, "grad_accum": ga,
+           "batch_size": 1 if packed else cfg.train.batch_size, "warmup_steps": warmup,
+           "timed_steps": len(times[warmup:]), "step_time_s_mean": t / max(len(times[warmup:]), 1),
+           "timed_micro_batches": len(timed), "timed_examples": sum(len(m) for m in timed),
+           "useful_tokens": useful, "computed_tokens": computed, "useful_tokens_per_s": useful / t,
+           "model_flops": flops, "n_non_embedding": n_non_emb, "gradient_checkpointing": grad_ckpt,
+           "lora_r": lora_r, "wall_s_with_packing_and_setup": round(wall, 1)}
+    if on_cuda:
+        rec["peak_mem_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        rec["peak_mem_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
+        rec["mfu"] = flops / t / H100_BF16_PEAK
+    else:
+        rec["peak_mem_allocated_gib"] = rec["mfu"] = None
+    return rec
+
+
+def run_corpus(args, model_dir: Path, model: str, trainers: list[str], cuda: bool) -> int:
+    record = Path(args.corpus)
+    if not record.exists():
+        print(f"bench_train_gpu --corpus: {record} is missing: run python bench/bench_train.py first (it records "
+              "the local build's length histogram)", file=sys.stderr)
+        return 2
+    corpus = json.loads(record.read_text())
+    epoch_tokens = corpus["packed"]["useful_tokens"]
+    max_len = args.max_len or corpus.get("max_seq_length", 32768)
+    budget = args.tokens_per_step or max_len
+    results = []
+    for trainer in trainers:
+        for packed in (True, False):
+            mode = "packed" if packed else "unpacked"
+            cmd = [sys.executable, __file__, "--corpus-worker", trainer, mode, "--corpus", str(record),
+                   "--model-dir", str(model_dir), "--warmup", str(args.warmup), "--steps", str(args.steps),
+                   "--lora-r", str(args.lora_r), "--tokens-per-step", str(budget), "--max-len", str(max_len)]
+            if args.no_grad_ckpt:
+                cmd.append("--no-grad-ckpt")
+            print(f"[{trainer} {mode}] ...", file=sys.stderr, flush=True)
+            rec = _run_cell(cmd, {"trainer": trainer, "mode": mode}, args.timeout)
+            if rec["status"] == "ok":
+                rec["epoch_hours_subset_all"] = epoch_tokens / rec["useful_tokens_per_s"] / 3600
+            results.append(rec)
+            print(f"[{trainer} {mode}] {_corpus_line(rec)}", file=sys.stderr)
+    for trainer in trainers:
+        cells = {r["mode"]: r for r in results if r["trainer"] == trainer and r["status"] == "ok"}
+        if len(cells) == 2:
+            cells["packed"]["speedup_over_unpacked"] = (cells["packed"]["useful_tokens_per_s"]
+                                                        / cells["unpacked"]["useful_tokens_per_s"])
+    gpu = gpu_name()
+    report = {"benchmark": "train_gpu_corpus", "model": model, "random_init": True, "gpu": gpu,
+              "host": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus",
+              "corpus_record": str(record.relative_to(REPO) if record.is_relative_to(REPO) else record),
+              "corpus_build_manifest_sha256": corpus["build"]["manifest_sha256"],
+              "epoch_useful_tokens_subset_all": epoch_tokens, "max_seq_length": max_len, "tokens_per_step": budget,
+              "peak_flops_for_mfu": H100_BF16_PEAK,
+              "flops_formula": "sum over examples of len * (4N + 3*2*L*d_attn*len): each example at its own length",
+              "answer_tokens_with_loss": ANSWER_TOKENS, "warmup": args.warmup, "steps": args.steps,
+              "versions": versions(), "results": results, "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    slug = (gpu or "cpu").lower().replace(" ", "_").replace("/", "_")
+    out = Path(args.out) if args.out else REPO / "bench" / "results" / f"train_gpu_corpus_{model}_{slug}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    print(f"{'trainer':8} {'mode':9} {'tok/s':>9} {'MFU':>6} {'peak GiB':>9} {'epoch h':>8} {'speed-up':>8}")
+    for r in results:
+        print(f"{r['trainer']:8} {r['mode']:9} " + (_corpus_line(r, table=True) if r["status"] == "ok" else r["status"]))
+    return 0 if all(r["status"] in ("ok", "oom") for r in results) else 1
+
+
+def _corpus_line(r: dict, table: bool = False) -> str:
+    if r["status"] != "ok":
+        return f"{r['status']}: {r.get('error', '')[-500:]}"
+    mem, mfu = r.get("peak_mem_allocated_gib"), r.get("mfu")
+    if table:
+        sp = r.get("speedup_over_unpacked")
+        return (f"{r['useful_tokens_per_s']:>9.0f} {'-' if mfu is None else f'{100 * mfu:.1f}%':>6} "
+                f"{'-' if mem is None else f'{mem:.1f}':>9} {r.get('epoch_hours_subset_all', 0):>8.2f} "
+                f"{'' if sp is None else f'{sp:.2f}x':>8}")
+    return (f"{r['useful_tokens_per_s']:.0f} useful tok/s, step {r['step_time_s_mean']:.3f} s, "
+            f"peak mem {'-' if mem is None else f'{mem:.1f} GiB'}, MFU {'-' if mfu is None else f'{100 * mfu:.1f}%'}")
+
+
+def _run_cell(cmd: list[str], what: dict, timeout: int) -> dict:
+    """One cell in a fresh process; its BENCH_RESULT line, or what went wrong."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        lines = [x for x in p.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
+        if p.returncode == 0 and lines:
+            return json.loads(lines[-1][len("BENCH_RESULT "):])
+        err = p.stderr.strip().splitlines()
+        oom = "out of memory" in p.stderr.lower()
+        return {**what, "status": "oom" if oom else "error", "error": "\n".join(err[-15:])}
+    except subprocess.TimeoutExpired:
+        return {**what, "status": "timeout", "error": f">{timeout} s"}
+
+
+# ---------------------------------------------------------------------------------------------
 
 def versions() -> dict:
     from automon.versions import code_version, library_versions
@@ -193,11 +399,23 @@ def main() -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny architecture (plumbing check)")
     ap.add_argument("--allow-cpu", action="store_true", help="with --tiny: run on CPU (numbers meaningless)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    ap.add_argument("--corpus", nargs="?", const=str(DEFAULT_CORPUS), default=None, metavar="RECORD",
+                    help="train on the corpus's lengths (bench/bench_train.py's record), packed vs unpacked")
+    ap.add_argument("--tokens-per-step", type=int, default=None,
+                    help="--corpus: pack budget (default: the record's max_seq_length)")
+    ap.add_argument("--max-len", type=int, default=None, help="--corpus: max_seq_length (default: the record's)")
     ap.add_argument("--worker", nargs=2, metavar=("TRAINER", "SEQ_LEN"), help=argparse.SUPPRESS)
+    ap.add_argument("--corpus-worker", nargs=2, metavar=("TRAINER", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     import torch
 
+    if args.corpus_worker:
+        rec = corpus_worker(args.corpus_worker[0], args.corpus_worker[1] == "packed", args.model_dir, args.warmup,
+                            args.steps, args.lora_r, not args.no_grad_ckpt, args.corpus, args.tokens_per_step,
+                            args.max_len)
+        print("BENCH_RESULT " + json.dumps(rec), flush=True)
+        return 0
     if args.worker:
         rec = worker(args.worker[0], int(args.worker[1]), args.model_dir, args.warmup, args.steps, args.lora_r,
                      not args.no_grad_ckpt, args.batch_size)
@@ -221,6 +439,8 @@ def main() -> int:
     t = time.perf_counter()
     make_model_dir(model, model_dir)
     print(f"model {model} at {model_dir} ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
+    if args.corpus:
+        return run_corpus(args, model_dir, model, trainers, cuda)
 
     results = []
     for trainer in trainers:

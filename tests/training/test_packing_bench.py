@@ -1,0 +1,57 @@
+"""bench/bench_train.py (what an epoch computes, packed vs unpacked, on a build's own lengths) and the
+`--corpus` mode of bench/bench_train_gpu.py (its plumbing on CPU; the figures need a GPU)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+
+from support import REPO
+
+
+def test_corpus_report_on_a_build(small_build, tmp_path):
+    out = tmp_path / "corpus.json"
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train.py"), "--build", str(small_build),
+                        "--max-seq-length", "1024", "--out", str(out)], capture_output=True, text=True,
+                       timeout=600, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    packed, unpacked = rep["packed"], rep["unpacked"]
+    n = rep["build"]["summary"]["samples"]
+    assert packed["examples"] == unpacked["examples"] == n == sum(rep["length_histogram"].values())
+    assert packed["useful_tokens"] == unpacked["useful_tokens"] == rep["build"]["summary"]["tokens"]
+    assert packed["computed_tokens"] == packed["useful_tokens"] and packed["useful_over_computed"] == 1.0
+    assert unpacked["computed_tokens"] >= unpacked["useful_tokens"]          # padding to the longest
+    assert packed["tokens_per_step"] == 1024 and packed["grad_accum"] == 1 and unpacked["grad_accum"] == 8
+    assert packed["micro_batches"] < unpacked["micro_batches"] == -(-n // 2)
+    assert packed["tokens_per_micro_batch"] > unpacked["tokens_per_micro_batch"]
+    for p in packed["projected_h100_epoch"]:                                  # from the recorded H100 runs
+        assert p["recorded_point_tokens"] == 4096 and "bound" in p["bound"]
+    assert "packed" in r.stdout and "unpacked (grouped)" in r.stdout
+
+
+def test_gpu_corpus_mode_plumbing_on_cpu(tmp_path, tiny_model_path):
+    rng = random.Random(0)
+    lengths = [int(min(300, 40 + rng.lognormvariate(4.2, 0.5))) for _ in range(400)]
+    record = tmp_path / "corpus.json"
+    record.write_text(json.dumps({"length_histogram": {str(k): v for k, v in sorted(Counter(lengths).items())},
+                                  "packed": {"useful_tokens": sum(lengths)}, "build": {"manifest_sha256": "x"},
+                                  "max_seq_length": 512}))
+    out = tmp_path / "gpu.json"
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train_gpu.py"), "--corpus", str(record), "--tiny",
+                        "--allow-cpu", "--trainers", "peft", "--warmup", "1", "--steps", "1", "--tokens-per-step",
+                        "512", "--model-dir", str(tiny_model_path), "--out", str(out)],
+                       capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    cells = {c["mode"]: c for c in rep["results"]}
+    assert set(cells) == {"packed", "unpacked"} and all(c["status"] == "ok" for c in cells.values())
+    p, u = cells["packed"], cells["unpacked"]
+    assert p["grad_accum"] == 1 and p["batch_size"] == 1 and u["grad_accum"] == 8 and u["batch_size"] == 2
+    assert p["computed_tokens"] == p["useful_tokens"] <= 512 and u["timed_examples"] == 16
+    assert p["timed_examples"] > 1 and p["model_flops"] > 0 and p["mfu"] is None   # no GPU: not measured
+    assert "speedup_over_unpacked" in p and p["epoch_hours_subset_all"] > 0
+    assert rep["flops_formula"].startswith("sum over examples")
