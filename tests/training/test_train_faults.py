@@ -182,6 +182,16 @@ def test_a_non_finite_loss_or_weight_stops_training_before_an_adapter_is_saved(t
         _refuse_nonfinite_weights(model, tmp_path)
 
 
+def test_a_model_dir_without_tokenizer_files_is_one_error_line(tmp_path, build):
+    """transformers loads such a directory as an empty tokenizer: a traceback came later, while rendering."""
+    from support import tiny_path
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_path(), model, ignore=shutil.ignore_patterns("tokenizer*", "chat_template*"))
+    one_error_line(run_sft(*_ov(build, tmp_path / "r", f"model.pretrained={model}"), env={"HF_HUB_OFFLINE": "1"}),
+                   f"model directory {model} has no tokenizer files", "copy the tokenizer files")
+
+
 def test_sha256_mismatch_tells_how_this_build_was_made(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)

@@ -78,6 +78,13 @@ def load_tokenizer(model_cfg: Any):
         tok = AutoTokenizer.from_pretrained(path, revision=getattr(model_cfg, "revision", None))
     except Exception as e:  # noqa: BLE001 - re-raised with what to do
         raise ModelLoadError(_offline_hint(path, e)) from e
+    # A model directory without its tokenizer files loads as an empty tokenizer (one token, no chat
+    # template), which failed later with a traceback while rendering prompts.
+    if len(tok) < 2 or not getattr(tok, "chat_template", None):
+        lack = "tokenizer files (tokenizer.json, tokenizer_config.json)" if len(tok) < 2 else "a chat template"
+        raise ModelLoadError(f"model directory {path} has no {lack}: it is not a complete Hugging Face chat "
+                             "model directory; copy the tokenizer files (and chat_template.jinja) from the "
+                             "model's origin into it, or point model.pretrained= at a complete copy")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
