@@ -115,6 +115,19 @@ def test_stage_commands_compose_to_the_configs_the_pipeline_checks(tmp_path):
         assert yaml.safe_load(out.stdout) == OmegaConf.to_container(run.cfg, resolve=True), run.name
 
 
+def test_a_non_ascii_name_is_quoted_for_the_stage_commands_too(tmp_path):
+    """name='ñame' had to be quoted for the pipeline; its stages got runs/ñame/... unquoted, which Hydra
+    cannot parse (their commands failed)."""
+    p = _smoke_pipeline(tmp_path, "name='ñame vä'")
+    r = p.train_runs["sg_code"]
+    assert r.cfg.output_dir == "runs/ñame vä/sg_code" and p.eval_run.cfg.output_dir == "evals/ñame vä"
+    assert "output_dir='runs/ñame vä/sg_code'" in r.overrides
+    cmd = r.command(sys.executable, REPO)
+    out = subprocess.run([*cmd, "--cfg", "job"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert out.returncode == 0 and "output_dir: runs/ñame vä/sg_code" in out.stdout, out.stderr[-2000:]
+
+
 def test_further_evaluations_replace_the_main_ones_keys_and_compose(tmp_path):
     """eval.also: each further evaluation is the main one's overrides with its own merged in (a
     second backend= would be a Hydra error), writes to <eval.out>/<name>, and composes."""

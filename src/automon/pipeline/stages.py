@@ -132,8 +132,29 @@ def compose_stage(stage: str, name: str, overrides: list[str], py: str, repo: Pa
 
 # ---------------------------------------------------------------- the overrides per stage
 
+def hydra_value(value: Any) -> str:
+    """`value` as the right-hand side of a Hydra override that means exactly it: as it is when Hydra reads
+    it back unchanged (every plain path), else quoted. A non-ASCII pipeline name (quoted for the pipeline's
+    own command line) once reached the stages unquoted: output_dir=runs/ñame/x, which Hydra cannot parse."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    v = str(value)
+    parser = OverridesParser.create()
+    try:
+        if parser.parse_override(f"k={v}").value() == v:
+            return v
+    except Exception:  # noqa: BLE001 - Hydra's grammar errors: quote it
+        pass
+    if "'" not in v:
+        return f"'{v}'"
+    if '"' not in v:
+        return f'"{v}"'
+    return "'" + v.replace("'", "\\'") + "'"
+
+
 def build_overrides(c: PipelineConfig, sources_root: str | None) -> list[str]:
-    ov = [f"out={c.build.out}", f"sources.root={sources_root if sources_root is not None else 'null'}"]
+    ov = [f"out={hydra_value(c.build.out)}",
+          f"sources.root={hydra_value(sources_root) if sources_root is not None else 'null'}"]
     ov += [f"test.{k}={v}" for k, v in c.build.test.items()]
     return ov + list(c.build.args) + list(c.build.extra_args)
 
@@ -148,12 +169,13 @@ def entry_dirname(entry: str) -> str:
 
 def _train_shared(c: PipelineConfig) -> list[str]:
     """What every training run of the pipeline gets, locally or through a launcher."""
-    return [f"model={c.monitor.model}", f"prompt={c.monitor.prompt}", f"data.dir={c.build.out}",
+    return [f"model={c.monitor.model}", f"prompt={c.monitor.prompt}", f"data.dir={hydra_value(c.build.out)}",
             *c.train.args, *c.train.extra_args]
 
 
 def train_overrides(c: PipelineConfig, entry: str) -> list[str]:
-    return [f"subset={entry}", f"output_dir={Path(c.train.runs_dir) / entry_dirname(entry)}", *_train_shared(c)]
+    return [f"subset={entry}", f"output_dir={hydra_value(Path(c.train.runs_dir) / entry_dirname(entry))}",
+            *_train_shared(c)]
 
 
 def train_multirun_cmd(c: PipelineConfig, py: str, repo: Path, entries: list[str], overwrite: bool) -> list[str]:
@@ -164,7 +186,7 @@ def train_multirun_cmd(c: PipelineConfig, py: str, repo: Path, entries: list[str
         raise PipelineError(f"train.launcher runs one job per subset name; {bad} are lists: give them "
                             "their own conf/subset/<name>.yaml, or leave train.launcher=null")
     cmd = [py, str(repo / STAGE_SPECS["train"].script), "-m", f"subset={','.join(entries)}",
-           f"hydra/launcher={c.train.launcher}", f"hydra.sweep.dir={c.train.runs_dir}",
+           f"hydra/launcher={c.train.launcher}", f"hydra.sweep.dir={hydra_value(c.train.runs_dir)}",
            "hydra.sweep.subdir=.jobs/${hydra.job.num}",
            "output_dir=${hydra:sweep.dir}/${hydra:runtime.choices.subset}",
            *_train_shared(c), *c.train.launcher_args]
@@ -173,12 +195,12 @@ def train_multirun_cmd(c: PipelineConfig, py: str, repo: Path, entries: list[str
 
 def eval_overrides(c: PipelineConfig, also: str | None = None) -> list[str]:
     """The main evaluation's overrides, or those of the further evaluation `also` (eval.also)."""
-    main = [f"sweep_dir={c.train.runs_dir}", f"model={c.monitor.model}", f"prompt={c.monitor.prompt}",
-            f"backend={c.eval.backend}", f"data.dir={c.build.out}", f"output_dir={c.eval.out}",
+    main = [f"sweep_dir={hydra_value(c.train.runs_dir)}", f"model={c.monitor.model}", f"prompt={c.monitor.prompt}",
+            f"backend={c.eval.backend}", f"data.dir={hydra_value(c.build.out)}", f"output_dir={hydra_value(c.eval.out)}",
             *c.eval.args, *c.eval.extra_args]
     if also is None:
         return main
-    return merge_overrides(main, [f"output_dir={c.eval.out}/{also}", *c.eval.also[also]])
+    return merge_overrides(main, [f"output_dir={hydra_value(f'{c.eval.out}/{also}')}", *c.eval.also[also]])
 
 
 def merge_overrides(base: list[str], extra: list[str]) -> list[str]:
