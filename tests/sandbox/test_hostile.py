@@ -316,12 +316,14 @@ def test_a_reply_cannot_hold_the_grader_past_its_deadline(sb):
     assert hidden_verdict(g)[0] is False and time.monotonic() - t0 < limits.timeout_s + 5, (g, time.monotonic() - t0)
 
 
+DEAF_GRADER = hidden_tests("assert add(1, 2) == 3\nassert sum(range(2 * 10 ** 9)) > 0\n", remote=("add",))
+
+
 def test_the_grader_is_ended_from_outside_at_its_deadline(sb):
     """A comparison or computation in C code (here sum over a huge range) runs deaf to any signal
     handler inside the grader: its deadline is kept from outside it."""
-    busy = hidden_tests("assert add(1, 2) == 3\nassert sum(range(2 * 10 ** 9)) > 0\n", remote=("add",))
     t0 = time.monotonic()
-    g = sb.run_jobs([hidden_job(CORRECT, busy)], Limits(timeout_s=0.5, memory_mb=256))[0]
+    g = sb.run_jobs([hidden_job(CORRECT, DEAF_GRADER)], Limits(timeout_s=0.5, memory_mb=256))[0]
     assert g.grader.status == "timeout" and hidden_verdict(g) == (False, "timeout")
     assert time.monotonic() - t0 < 6
 
@@ -443,26 +445,29 @@ def test_no_network_of_any_kind(sb, listeners):
     assert "CONNECTED" not in r.stdout and r.stdout.count("blocked") == 7, r.stdout + r.stderr
 
 
+FILE_HOARD = """
+import os
+total = 0
+for d in ["/dev/shm", "/dev", "/dev/mqueue", "/proc", "/run", "/var/tmp", "/tmp", os.getcwd()]:
+    try:
+        os.chmod(d, 0o777)
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(d, "hoard"), "wb", buffering=0) as f:
+            for _ in range(40):  # at most 320 MB a place
+                total += f.write(bytes(8 << 20))
+    except OSError:
+        pass
+    print(d, total >> 20, flush=True)
+"""
+
+
 def test_every_writable_place_is_bounded_by_the_memory_limit(sb):
     """Whatever a program can write (its /tmp; anything else it can make writable) holds at most
     its memory limit, and nothing past its end."""
     limits = Limits(timeout_s=20, cpu_s=10, memory_mb=128)
-    r = sb.run(textwrap.dedent("""
-        import os
-        total = 0
-        for d in ["/dev/shm", "/dev", "/dev/mqueue", "/proc", "/run", "/var/tmp", "/tmp", os.getcwd()]:
-            try:
-                os.chmod(d, 0o777)
-            except OSError:
-                pass
-            try:
-                with open(os.path.join(d, "hoard"), "wb", buffering=0) as f:
-                    for _ in range(40):  # at most 320 MB a place
-                        total += f.write(bytes(8 << 20))
-            except OSError:
-                pass
-            print(d, total >> 20, flush=True)
-    """), limits)
+    r = sb.run(FILE_HOARD, limits)
     written = max([int(ln.split()[-1]) for ln in r.stdout.splitlines()] or [0])
     assert written <= limits.memory_mb, r.stdout + r.stderr
     assert run(sb, "open('f', 'wb').write(bytes(8 << 20))\nprint('ok')").ok  # control

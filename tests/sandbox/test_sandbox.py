@@ -157,6 +157,54 @@ def test_fresh_temp_dir_removed_afterwards(sb):
     assert not os.path.exists(os.path.join(cwd1, "a"))  # nor does the caller
 
 
+def test_isolation_none_still_watches_and_ends_the_whole_tree():
+    """Uncontained, a program's tree is every descendant of the zygote (a child subreaper): a
+    `setsid` + double fork does not outlive the run, and the tree's memory is summed."""
+    tag = f"amnone{os.getpid() % 10000}"
+    daemon = f"""
+import ctypes, os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        ctypes.CDLL(None).prctl(15, b"{tag}", 0, 0, 0)  # PR_SET_NAME
+        time.sleep(60)
+    os._exit(0)
+time.sleep(0.3)
+print("parent done")
+"""
+    hog = """
+import os, time
+for _ in range(3):
+    if os.fork() == 0:
+        x = bytearray(150 << 20)  # under the per-process limit, over it together
+        time.sleep(5)
+        os._exit(0)
+time.sleep(5)
+print("all allocated")
+"""
+    with Sandbox(Limits(timeout_s=10, memory_mb=256), workers=1, isolation=ISOLATION_NONE) as box:
+        d, h = box.run_many([daemon, hog])
+    time.sleep(0.3)
+    alive = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/comm") as f:
+                alive += [p] if f.read().strip() == tag else []
+        except OSError:
+            pass
+    assert d.ok and d.stdout == "parent done\n" and alive == []
+    assert not h.ok and "over the memory limit" in h.stderr, h
+
+
+def test_isolation_none_removes_a_deep_directory():
+    """What a program leaves in its directory is removed, however deep (the removal recursed, and
+    a 1,500-deep tree stopped the worker)."""
+    deep = "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+    with Sandbox(Limits(timeout_s=10), workers=1, isolation=ISOLATION_NONE) as box:
+        first, second = box.run_many([deep, "import os\nprint(os.listdir('..'))"])
+    assert first.stdout == "deep\n" and second.ok, (first, second)
+
+
 def test_pool_removes_its_base_dir():
     """Uncontained, programs run in directories of a pool's own base dir, removed at close."""
     with Sandbox(Limits(timeout_s=2), workers=1, isolation=ISOLATION_NONE) as box:

@@ -131,7 +131,7 @@ def build_root(entries: list[list[str]]) -> tuple[int, tuple[int, int]]:
     mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     if not os.statvfs("/").f_flag & os.ST_RDONLY:
         raise OSError("the new root is still writable after its read-only remount")
-    return proc, (os.open("self/ns/mnt", os.O_RDONLY, dir_fd=proc), os.open("self/ns/pid", os.O_RDONLY, dir_fd=proc))
+    return proc, namespaces_of(proc)
 
 
 def _pivot_root(new: str, old: str) -> None:
@@ -145,12 +145,24 @@ def program_namespaces(memory_mb: int, run_dir: str) -> int:
     next. Nothing a program writes or creates can reach the next one: its files live on a tmpfs
     only its own namespace holds (freed with its last process), its process ids start afresh
     (no counter carries over). Returns a descriptor of that /tmp (its usage counts against the
-    program's memory). Once it forked them, the caller goes back to its own namespaces with
-    own_namespaces."""
+    program's memory). Once it forked the namespace's init, the caller goes back to its own
+    namespaces with own_namespaces."""
     unshare(CLONE_NEWNS | CLONE_NEWPID)
     mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={memory_mb}m,mode=0700")
     os.mkdir(run_dir, 0o700)
     return os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+
+
+def namespaces_of(proc_fd: int) -> tuple[int, int]:
+    """Descriptors of this process's mount namespace and of the PID namespace its next children
+    go into, to enter them again later (enter_namespaces)."""
+    return (os.open("self/ns/mnt", os.O_RDONLY, dir_fd=proc_fd),
+            os.open("self/ns/pid_for_children", os.O_RDONLY, dir_fd=proc_fd))
+
+
+def enter_namespaces(ns: tuple[int, int]) -> None:
+    setns(ns[0], CLONE_NEWNS)
+    setns(ns[1], CLONE_NEWPID)
 
 
 def own_namespaces(own: tuple[int, int]) -> None:

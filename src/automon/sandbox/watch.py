@@ -1,4 +1,4 @@
-"""A child process the worker or the zygote forks and watches: captured, truncated stdio; how it
+"""A child process the zygote forks and watches (a program): captured, truncated stdio; how it
 ended, as RunResult's fields. Standard library only; imported by worker.py as a top-level module."""
 
 from __future__ import annotations
@@ -150,28 +150,3 @@ def spawn(target, limits: Limits, keep: tuple[int, ...]) -> Proc:
     os.close(out_w)
     os.close(err_w)
     return Proc(pid, out_r, err_r, limits)
-
-
-def wait(proc: Proc, deadline: float) -> bool:
-    """Read a process's output until it exited and its pipes closed, or the deadline (True). Once
-    it exited, what it left running in its process group is killed (it would hold the pipes)."""
-    while not proc.done():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return True
-        ready, _, _ = select.select(proc.fds(), [], [], left if proc.pidfd is not None else min(left, 0.02))
-        proc.step(ready)
-        if proc.reaped is not None and proc.open:
-            try:  # the group, not the pid: that may be reused once reaped
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-    return False
-
-
-def kill_group(pid: int) -> None:
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass

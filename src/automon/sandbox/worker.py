@@ -5,25 +5,28 @@ modules it imports beside it (isolation.WORKER_FILES).
 Three kinds of process serve every job, so that nothing secret is ever inside a program's memory
 and nothing of one program reaches the next:
 
-- the WORKER reads jobs from the pool (programs, hidden tests and all) and, for a graded job,
-  forks its GRADER: the trusted hidden tests, calling the program's functions over two pipes with
-  values as plain JSON (channel.py, codec.py). The grader runs outside the programs' PID
-  namespaces and is not dumpable, so no program can see, signal or read it; the worker ends it at
-  its deadline from outside (a comparison running in C code hears no signal of its own), and it
-  dies with its job, so nothing one job's tests change reaches the next one's.
+- the WORKER reads jobs from the pool (programs, hidden tests and all) and hands each graded job
+  to its GRADER, a process it forked: the trusted hidden tests, calling the program's functions
+  over two pipes with values as plain JSON (channel.py, codec.py). The grader runs outside the
+  programs' PID namespaces and is not dumpable, so no program can see, signal or read it; it
+  restores the interpreter state tests may change after each job; the worker keeps each job's
+  deadline from outside (a comparison running in C code hears no signal of its own): a grader
+  past it is killed and replaced.
 - the ZYGOTE, forked at start-up before the worker reads a single job (through a process that
   only waits), in a user and PID namespace of its own whose init (PID 1) it is. It never sees a
   test or a program's text: the worker hands it a memfd holding the program (read by the program's
   process itself), the program's ends of the call pipes and the limits. Once, it builds the
   programs' file system (confine.build_root: a read-only minimal root, six device nodes, nothing
-  writable). For each program it enters fresh mount and PID namespaces (a new tmpfs /tmp; process
-  ids from 1), forks that namespace's init (it only reaps orphans) and then
+  writable). For each program it makes fresh mount and PID namespaces ready (a new tmpfs /tmp;
+  process ids from 1, under an init that only reaps orphans), while the program before runs, and
+  forks into them
 - the PROGRAM, which inherits only the zygote's memory (preloaded modules, nothing of any job),
   drops every capability, installs a seccomp filter and runs under rlimits. The zygote watches its
   tree: wall deadline, the CPU time, memory (its /tmp included) and tasks of every process in its
   namespace; when the program's main process ends, or the tree goes over a limit, every process
-  left is killed (kill(-1) from the zygote, their namespace's parent): no `setsid` + double fork
-  outlives its run, and nothing a program wrote, started or counted is there for the next.
+  left is killed (the zygote kills the namespace's init, and the kernel every process in it): no
+  `setsid` + double fork outlives its run, and nothing a program wrote, started or counted is
+  there for the next.
 
 Isolation none (asked for by name only): the same processes without namespaces; a program runs in
 a directory of its own, removed after it, and its tree is every descendant of the zygote (a child
@@ -35,7 +38,9 @@ pins set and dict-of-str iteration order inside programs, so a batch is determin
 
 from __future__ import annotations
 
+import builtins
 import gc
+import io
 import os
 import select
 import signal
@@ -53,7 +58,7 @@ try:
     from execute import run_grader, run_program
     from limits import ISOLATION_NONE, Limits
     from protocol import read_msg, send_msg, sock_recv, sock_send
-    from watch import Proc, kill_group, spawn, wait
+    from watch import Capture, Proc, spawn
 finally:
     sys.path.remove(_HERE)
 
@@ -61,6 +66,7 @@ OWN_MODULES = ("limits", "protocol", "codec", "channel", "execute", "confine", "
 _SCAN_S = 0.02  # how often the zygote sums a running program tree's CPU time and memory
 _RUN_DIR = "/tmp/run"  # a program's cwd and TMPDIR in contained modes (on its own tmpfs)
 _GRACE_S = 1.0  # the grader's deadline after the program's: it learns of the program's end first
+_KILL_AFTER_S = 0.5  # past its deadline, a grader that did not stop itself is killed
 
 # Imported by the zygote so that programs find them already loaded (a child inherits them):
 # `typing` alone costs ~9 ms per import and most HumanEval prompts start with `from typing import`.
@@ -117,15 +123,38 @@ def _fork_init() -> int:
         os._exit(0)
 
 
+class _Space:
+    """A program's namespaces, made ready by the zygote before the program arrives: its mount
+    namespace (fresh /tmp, `tmp_fd`), its PID namespace with its init running (`init`), and
+    descriptors to enter both (`ns`)."""
+
+    def __init__(self, memory_mb: int, tmp_fd: int, init: int, ns: tuple[int, int]):
+        self.memory_mb, self.tmp_fd, self.init, self.ns = memory_mb, tmp_fd, init, ns
+
+    def end(self) -> None:
+        """Kill everything in it (the kernel kills a PID namespace whose init dies), reap the init,
+        let go of the mount namespace (its tmpfs goes with the last reference)."""
+        try:
+            os.kill(self.init, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(self.init, 0)
+        except ChildProcessError:
+            pass
+        _close([self.tmp_fd, *self.ns])
+
+
 class _Zygote:
     """Serves the worker's requests on `sock`, one program at a time. Contained, it is the init of
-    the PID namespace the programs' own namespaces nest in: every process there but itself
-    belongs to the program being run."""
+    the PID namespace the programs' own namespaces nest in, and it makes each program's namespaces
+    ready while the program before runs (a fork saved from every program's start)."""
 
     def __init__(self, mode: str, base: str, sock: socket.socket | None, root: list):
         self.mode, self.base, self.sock, self.n = mode, base, sock, 0
         self.contained = mode != ISOLATION_NONE
         self.me = os.getpid()
+        self.ready: _Space | None = None
         if self.contained:
             self.proc_fd, self.own_ns = confine.build_root(root)
         else:
@@ -144,24 +173,44 @@ class _Zygote:
                           0.0, 0.0]
             sock_send(self.sock, result)
 
+    def _space(self, memory_mb: int) -> _Space:
+        """Fresh namespaces for one program (confine.program_namespaces), their init forked."""
+        tmp_fd = confine.program_namespaces(memory_mb, _RUN_DIR)
+        try:
+            init = _fork_init()
+            ns = confine.namespaces_of(self.proc_fd)
+        finally:
+            confine.own_namespaces(self.own_ns)
+        return _Space(memory_mb, tmp_fd, init, ns)
+
+    def _take_space(self, memory_mb: int) -> _Space:
+        space, self.ready = self.ready, None
+        if space is not None and space.memory_mb != memory_mb:
+            space.end()
+            space = None
+        return space or self._space(memory_mb)
+
     def run(self, req: dict, fds: list[int]) -> list:
         self.n += 1
         limits = Limits(**req["limits"])
         source_fd, calls = fds[0], (tuple(fds[1:3]) if req["graded"] else None)
         t0 = time.monotonic()
         # Tasks of the sandbox's user in the zygote's user namespace while the program runs: the
-        # process that waits for the zygote, the zygote, the program's init and the program's own.
-        tasks = 3 + limits.processes
+        # process that waits for the zygote, the zygote, the program's init, the next program's
+        # init, and the program's own.
+        tasks = 4 + limits.processes
         run_dir = _RUN_DIR if self.contained else os.path.join(self.base, str(self.n))
-        tmp_fd = proc = None
+        space = proc = None
         try:
             if self.contained:
-                tmp_fd = confine.program_namespaces(limits.memory_mb, run_dir)
+                space = self._take_space(limits.memory_mb)
+                confine.enter_namespaces(space.ns)
                 try:
-                    _fork_init()
                     proc = spawn(lambda: _program(self.mode, limits, source_fd, calls, tasks), limits, tuple(fds))
                 finally:
                     confine.own_namespaces(self.own_ns)
+                _close(fds)
+                self.ready = self._space(limits.memory_mb)  # the next program's, while this one runs
             else:
                 os.mkdir(run_dir, 0o700)
 
@@ -171,20 +220,23 @@ class _Zygote:
                     return _program(self.mode, limits, source_fd, calls, tasks)
 
                 proc = spawn(uncontained, limits, tuple(fds))
-            _close(fds)
-            timed_out = self._watch(proc, limits, t0 + limits.timeout_s, tmp_fd)
+                _close(fds)
+            timed_out = self._watch(proc, limits, t0 + limits.timeout_s, space)
         finally:
             _close(fds)
-            self._end(proc)
-            if tmp_fd is not None:
-                os.close(tmp_fd)
-            if not self.contained:
+            self._kill_tree(space)
+            if proc is not None:
+                proc.finish()
+            if space is not None:
+                space.end()
+            else:
+                self._reap()
                 remove_tree(run_dir)
         result = proc.result(t0, timed_out)
         proc.close()
         return result
 
-    def _watch(self, proc: Proc, limits: Limits, deadline: float, tmp_fd: int | None) -> bool:
+    def _watch(self, proc: Proc, limits: Limits, deadline: float, space: _Space | None) -> bool:
         """Wait until the program exited and its pipes closed, or the deadline (True). Every
         _SCAN_S its tree's total CPU time, memory and tasks are checked; once its main process
         ended, the rest of its tree is ended too (left running, it could hold the pipes, and the
@@ -199,32 +251,34 @@ class _Zygote:
             proc.step(ready)
             if proc.reaped is not None:
                 if not ended:
-                    self._kill_tree()
+                    self._kill_tree(space)
                     ended = True
             elif time.monotonic() >= next_scan:
                 next_scan = time.monotonic() + _SCAN_S
-                cpu, mem, tasks = self._usage(tmp_fd)
+                cpu, mem, tasks = self._usage(space)
                 over = ("cpu" if cpu > limits.cpu_limit * 1.05 + 0.05 else
                         "memory" if mem > limits.memory_mb * 1024 * 1024 else
                         "processes" if tasks > limits.processes else None)
                 if over:
                     proc.killed_for = over
-                    self._kill_tree()
+                    self._kill_tree(space)
         return False
 
-    def _usage(self, tmp_fd: int | None) -> tuple[float, int, int]:
-        if not self.contained:
+    def _usage(self, space: _Space | None) -> tuple[float, int, int]:
+        if space is None:
             return _usage(self.proc_fd, [(p, False) for p in _descendants(self.proc_fd, self.me)])
         cpu, mem, tasks = _usage(self.proc_fd, _namespace_members(self.proc_fd))
-        st = os.fstatvfs(tmp_fd)  # the program's files are memory too (tmpfs)
+        st = os.fstatvfs(space.tmp_fd)  # the program's files are memory too (tmpfs)
         return cpu, mem + (st.f_blocks - st.f_bfree) * st.f_frsize, tasks
 
-    def _kill_tree(self) -> None:
-        if self.contained:
-            try:
-                os.kill(-1, signal.SIGKILL)  # from init: every process of the namespace (and those nested) but itself
+    def _kill_tree(self, space: _Space | None) -> None:
+        if space is not None:
+            try:  # the kernel then kills every process of the program's PID namespace
+                os.kill(space.init, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            return
+        if self.contained:
             return
         for _ in range(1000):  # until no live descendant is left (each round kills what the last one forked)
             pids = _descendants(self.proc_fd, self.me)
@@ -236,18 +290,11 @@ class _Zygote:
                 except ProcessLookupError:
                     pass
 
-    def _end(self, proc: Proc | None) -> None:
-        """Kill whatever the program left running, reap it all."""
-        self._kill_tree()
-        if proc is not None:
-            proc.finish()
-        self._reap(block=self.contained)
-
     @staticmethod
-    def _reap(block: bool) -> None:
-        while True:  # the program's init and orphans reparented to this init (or subreaper)
+    def _reap() -> None:
+        while True:  # orphans reparented to this subreaper (isolation none)
             try:
-                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+                pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -434,26 +481,113 @@ def _start_zygote(mode: str, base: str, cgroup_fd: int | None, root: list) -> tu
 # The worker: reads jobs, hands programs to the zygote, forks graders.
 
 
-def _grade(spec: dict, calls: tuple[int, int], limits: Limits, t0: float) -> list:
-    """Fork the grader (trusted setup + tests, the program's functions as remote calls): outside
-    the programs' PID namespaces, where no program can see, signal or read it. It is killed at
-    its deadline from here, whatever it is doing. RunResult's fields."""
-    def grader() -> int:
-        confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        return run_grader(spec, calls)
+class _GraderTimeout(BaseException):
+    """The grader ran past its deadline (a BaseException: tests' `except Exception` cannot swallow it)."""
 
-    proc = spawn(grader, limits, calls)
-    for fd in calls:
-        os.close(fd)
+
+def _grade(spec: dict, calls: tuple[int, int], limits: Limits, t0: float) -> list:
+    """In the grader process: run one job's grader (trusted setup + tests, the program's functions
+    as remote calls) with its stdout / stderr captured; interpreter state the tests may change is
+    restored afterwards, so one job's tests cannot change the next one's. A SIGALRM at the deadline
+    ends tests that run Python code; whatever else they run, the worker kills this process a little
+    later (_Grader.grade). RunResult's fields."""
+    saved = (sys.stdout, sys.stderr, sys.argv, sys.excepthook, sys.getrecursionlimit(), dict(builtins.__dict__))
+    sys.stdout, sys.stderr = out, err = io.StringIO(), io.StringIO()
+    fired = []
+
+    def expire(*_):
+        fired.append(True)  # run_as_main reports any exception, this one too: the flag says it was ours
+        raise _GraderTimeout
+
+    old_alarm = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, t0 + limits.timeout_s + _GRACE_S - time.monotonic()))
+    cpu0, timed_out, code = time.process_time(), False, 1
     try:
-        timed_out = wait(proc, t0 + limits.timeout_s + _GRACE_S)
+        code = run_grader(spec, calls)
+        timed_out = bool(fired)
+    except _GraderTimeout:
+        timed_out = True
+    except BaseException as e:  # the tests broke the interpreter's own error reporting
+        err.write(f"\n{type(e).__name__}: {e}\n")
     finally:
-        if proc.reaped is None:
-            kill_group(proc.pid)
-        proc.finish()
-    result = proc.result(t0, timed_out)
-    proc.close()
-    return result
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        for fd in calls:
+            os.close(fd)
+        sys.stdout, sys.stderr, sys.argv, sys.excepthook = saved[:4]
+        sys.setrecursionlimit(saved[4])
+        if builtins.__dict__ != saved[5]:
+            builtins.__dict__.clear()
+            builtins.__dict__.update(saved[5])
+    caps = [Capture(limits.output_bytes) for _ in range(2)]
+    for cap, buf in zip(caps, (out, err)):
+        cap.add(buf.getvalue().encode("utf-8", "backslashreplace"))
+    times = [round(time.monotonic() - t0, 4), round(time.process_time() - cpu0, 4)]
+    if timed_out:
+        return ["timeout", None, None, caps[0].text(), caps[1].text(), *times]
+    return ["exited", code, None, caps[0].text(), caps[1].text(), *times]
+
+
+class _Grader:
+    """The worker's grader process: forked from the worker (outside the programs' PID namespaces,
+    not dumpable: no program can see, signal or read it), it runs one job's grader after another
+    (forking one per job would cost a fork on every graded job). The worker keeps each job's
+    deadline from outside: a grader still busy _KILL_AFTER_S past it (a comparison in C code hears
+    no signal) is killed, and a fresh one forked for the next job."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
+                ours.close()
+                os.closerange(3, theirs.fileno())
+                os.closerange(theirs.fileno() + 1, 1 << 16)
+                while True:
+                    try:
+                        req, fds = sock_recv(theirs)
+                    except EOFError:
+                        code = 0
+                        break
+                    sock_send(theirs, _grade(req["spec"], tuple(fds), Limits(**req["limits"]), req["t0"]))
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        theirs.close()
+        self.pid, self.sock = pid, ours
+
+    def grade(self, spec: dict, calls: tuple[int, int], limits: Limits, wire_limits: dict, t0: float) -> list:
+        try:
+            sock_send(self.sock, {"spec": spec, "limits": wire_limits, "t0": t0}, list(calls))
+        finally:
+            for fd in calls:
+                os.close(fd)
+        deadline = t0 + limits.timeout_s + _GRACE_S + _KILL_AFTER_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                return self._replace(t0, ["timeout", None, None])
+            try:
+                return sock_recv(self.sock)[0]
+            except (EOFError, OSError, ValueError):  # it died (a crash in C code): a failed grader
+                return self._replace(t0, ["signaled", None, int(signal.SIGKILL)])
+
+    def _replace(self, t0: float, how: list) -> list:
+        """End this grader process (it overran its deadline, or died) and start a fresh one."""
+        self.close()
+        self.__init__()
+        return [*how, "", "[sandbox: the grader was ended from outside]\n", round(time.monotonic() - t0, 4), 0.0]
+
+    def close(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.sock.close()
+        os.waitpid(self.pid, 0)
 
 
 class _Worker:
@@ -463,6 +597,7 @@ class _Worker:
         self.zygote, self.zygote_pid = _start_zygote(mode, base, cgroup_fd, root)
         if cgroup_fd is not None:
             os.close(cgroup_fd)
+        self.grader = _Grader()
 
     def run(self, job: dict, limits: Limits, wire_limits: dict) -> list | dict:
         """Run one job; RunResult's fields (a program) or {"program": ..., "grader": ...}."""
@@ -484,7 +619,7 @@ class _Worker:
         finally:
             for fd in fds:
                 os.close(fd)
-        grader = _grade(spec, calls_g, limits, t0) if spec is not None else None
+        grader = self.grader.grade(spec, calls_g, limits, wire_limits, t0) if spec is not None else None
         report, _ = sock_recv(self.zygote)  # the program's run: it ended, or it was ended
         return report if grader is None else {"program": report, "grader": grader}
 
@@ -516,6 +651,7 @@ def serve() -> None:
             limits = Limits(**msg["limits"])
             send_msg(out, [worker.run(job, limits, msg["limits"]) for job in msg["jobs"]])
     finally:
+        worker.grader.close()
         worker.zygote.close()
         try:
             os.waitpid(worker.zygote_pid, 0)
