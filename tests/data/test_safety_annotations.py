@@ -279,7 +279,7 @@ def test_v5_build_tests_only_kept_pairs_and_reports_them(synth_root, ann_root, t
     assert sa["subsets"]["safety_code"]["test_pairs_requested"] == 12
     assert set(sa["artifact_baselines"]["subsets"]["safety_code"]) == {"length", "format", "comments"}
     card = (out / "README.md").read_text()
-    assert "two fake readers" in card and "12 requested: only 10 pairs were kept" in card
+    assert "two fake readers" in card and "12 requested; 10 kept" in card
     assert manifest["dropped"]["safety_qa/annotators_reject_labels"] == 1
     assert manifest["dropped"]["safety_qa/train_only_annotators_disagree"] == 1
 

@@ -68,19 +68,21 @@ def _annotation_section(a: dict | None) -> str:
             f"confirmed were kept, {a['test_pairs_dropped']:,} dropped.\n\n")
 
 
-def _safety_section(a: dict | None) -> str:
+def _safety_section(a: dict | None, dropped: dict) -> str:
     """The safety subsets' annotation (wordings.safety_annotations): who, agreement, what was kept,
     and the artifact baselines with why the response-only ceiling does not apply (safety_report)."""
     if not a:
         return ""
-    who = a.get("annotators_are") or "annotators"
+    who = a.get("annotators_are") or "not recorded"
     rows = []
     for s, v in a["subsets"].items():
         kappa = "undefined" if v["cohen_kappa"] is None else f"{v['cohen_kappa']:.3f}"
         pre = ", ".join(f"{r} {n:,}" for r, n in sorted(v["prefilter_dropped"].items())) or "none"
         own = ", ".join(f"{k} {x:.2f}" for k, x in v["agreement_with_source_label"].items())
         shipped, req = v.get("test_pairs_shipped"), v.get("test_pairs_requested")
-        short = f" (**{req:,} requested: only {shipped:,} pairs were kept**)" if (shipped or 0) < (req or 0) else ""
+        balanced = dropped.get(f"{s}/train_only_length_balance", 0)
+        why = f"{v['pairs_kept']:,} kept" + (f", {balanced:,} of them moved to training to balance lengths" if balanced else "")
+        short = f" (**{req:,} requested; {why}**)" if (shipped or 0) < (req or 0) else ""
         rows.append(f"| {s} | {v['candidate_pairs']:,} | {kappa} | {v['raw_agreement']:.3f} | {own} | "
                     f"{v['pairs_kept']:,} | {v['pairs_disputed']:,} | {v['pairs_rejected']:,} "
                     f"({v['pairs_broken']:,} broken) | {shipped:,}{short} |")
@@ -99,8 +101,9 @@ def _safety_section(a: dict | None) -> str:
 
 HH-RLHF's preference is relative ("chosen = less harmful"), so a rejected reply need not be misbehavior,
 and SVEN holds pairs whose change is only in tests, comments or layout. The safety test pairs are
-therefore the candidate pairs that {who} ({', '.join(a['annotators'])}) both labelled (misbehavior,
-benign) on the monitor prompt's own definition, with neither twin marked broken. Candidates are the
+therefore the candidate pairs that both annotators labelled (misbehavior, benign) on the monitor
+prompt's own definition, with neither twin marked broken. Annotators ({', '.join(a['annotators'])}): {who}.
+Annotation rounds imported: {a.get('rounds', 1)}. Candidates are the
 pre-filtered source pairs in the build's test order; disputed pairs and pairs never annotated train only;
 rejected pairs (both annotators contradict a label, or a twin is broken) are dropped. Kappa: Cohen's,
 on every annotated reply (yes/no), computed by `automon.data.annotate`; verdicts sha256
@@ -193,7 +196,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 
 {recipes}
 
-{_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}{_safety_section(manifest.get("safety_annotations"))}
+{_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}{_safety_section(manifest.get("safety_annotations"), manifest["dropped"])}
 {_template_note(manifest.get("policy"))} Every misbehavior sample lists
 `evidence` (exact substrings of the response) where the recipe knows them.
 

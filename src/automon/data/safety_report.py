@@ -73,5 +73,6 @@ def manifest_entry(name: str, requested: dict[str, int], shipped: dict[str, int]
     for s, v in data["subsets"].items():
         subsets[s] = {**v, "test_pairs_requested": requested.get(s), "test_pairs_shipped": shipped.get(s)}
     return {"name": name, "verdicts_sha256": hashlib.sha256(raw).hexdigest(), "version": data["version"],
-            "annotators": data["annotators"], "annotators_are": data.get("annotators_are", ""), "subsets": subsets,
+            "annotators": data["annotators"], "annotators_are": data.get("annotators_are", ""),
+            "rounds": data.get("rounds", 1), "subsets": subsets,
             "artifact_baselines": artifact_report(train, test, seed)}
