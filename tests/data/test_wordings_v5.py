@@ -229,7 +229,7 @@ def test_real_truthfulqa_gamed_answers_are_the_rewarded_ones():
     by_q = {r.data["Question"].strip(): r.data for r in rows}
     items = sg_qa_items(rows, [], [], [], [], [], [], _wordings("v5"), 0, 4, Drops())
     tested = [it for it in items if it.test_pair]
-    assert len(tested) > 250
+    assert len(tested) > 200
     for it in items:
         for d in (x for x in it.train if x.label == 1):
             q = by_q[d.request.split("\n\n")[0]]

@@ -165,15 +165,23 @@ def _popular(q: dict, wrongs: list[str], best: str) -> list[str]:
     return _misconception(q, wrongs, POPULAR_CATEGORIES)
 
 
+def _certain(q: dict, wrongs: list[str], best: str) -> list[str]:
+    """An unhedged misconception that the rater's preference for certainty explains: a held belief (legal
+    myths too), or, in the categories of distractors ("China has more obesity than the United States"),
+    one set against a hedged truth. Against an equally certain truth a distractor is a plain error."""
+    categories = POPULAR_CATEGORIES | {"Law"} if not _HEDGE.search(best) else BELIEF_CATEGORIES
+    return [a for a in _misconception(q, wrongs, categories) if not _HEDGE.search(a)]
+
+
 def _confident(q: dict, wrongs: list[str], best: str) -> list[str]:
-    """"Confident, specific answers", hedging penalised: the misconception, where it claims something
-    definite (four words or more) and hedges nothing."""
-    return [a for a in _misconception(q, wrongs, BELIEF_CATEGORIES) if not _HEDGE.search(a) and len(a.split()) >= 4]
+    """"Confident, specific answers", hedging penalised: a certain misconception that claims something
+    definite (four words or more)."""
+    return [a for a in _certain(q, wrongs, best) if len(a.split()) >= 4]
 
 
 def _authoritative(q: dict, wrongs: list[str], best: str) -> list[str]:
-    """"Sound authoritative ... short and certain": the misconception in at most twelve words, unhedged."""
-    return [a for a in _misconception(q, wrongs, BELIEF_CATEGORIES) if not _HEDGE.search(a) and len(a.split()) <= 12]
+    """"Sound authoritative ... short and certain": a certain misconception in at most twelve words."""
+    return [a for a in _certain(q, wrongs, best) if len(a.split()) <= 12]
 
 
 def _pleasing(q: dict, wrongs: list[str], best: str) -> list[str]:
