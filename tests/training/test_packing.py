@@ -169,3 +169,29 @@ def test_a_run_from_before_packing_is_the_unpacked_run_not_the_packed_default(sm
     packed = run_status(resolve(_cfg(f"data.dir={small_build}", f"output_dir={run}")))
     assert packed.state is Currency.STALE and "train.packing: '<absent>' -> True" in packed.reason
     assert "train.grad_accum: 8 -> 1" in packed.reason
+
+
+def test_a_run_records_how_it_batched(small_build, tmp_path):
+    """train/sft.py end to end: run.json, train_metrics.json, the adapter's metadata and card say packed (with
+    the packing version and budget) or not."""
+    from support import run_sft, tiny_overrides
+
+    from automon.adapter_meta import AdapterMeta
+    from automon.training.packing import PACKING_VERSION
+
+    for packing in ("true", "false"):
+        run = tmp_path / packing
+        r = run_sft(*tiny_overrides(small_build, run, "subset=all", "train.max_steps=2", f"train.packing={packing}"))
+        assert r.returncode == 0, r.stderr[-3000:]
+        info = json.loads((run / "run.json").read_text())
+        card = (run / "adapter" / "README.md").read_text()
+        meta = AdapterMeta.read(run / "adapter")
+        if packing == "true":
+            p = info["packing"]
+            assert p["packing"] == PACKING_VERSION and p["tokens_per_step"] == 1024 and p["examples"] == 48
+            assert p["packs"] < 48 and p["computed_tokens"] == p["useful_tokens"]
+            assert "packed: micro-batches of up to 1024 tokens" in card and "packed" in r.stderr
+        else:
+            assert info["packing"] is None and "batch 4 x grad accum 2" in card
+        assert json.loads((run / "train_metrics.json").read_text())["packing"] == info["packing"]
+        assert meta.extra["packing"] == info["packing"]

@@ -46,7 +46,10 @@ def model_card(*, cfg: Any, run_name: str, subsets: list[str], subset_label: str
         f"- LoRA r={lc.r}, alpha={lc.alpha}, dropout={lc.dropout}, targets {', '.join(lc.targets)}.",
         f"- lr {t.lr} ({t.lr_scheduler}, warmup {t.warmup_ratio}), "
         + (f"max_steps {t.max_steps}" if t.max_steps > 0 else f"{t.epochs} epochs")
-        + f", batch {t.batch_size} x grad accum {t.grad_accum}, seed {t.seed}, trainer `{trainer}`.",
+        + (f", packed: micro-batches of up to {(summary.get('packing') or {}).get('tokens_per_step')} tokens of whole "
+           f"examples ({(summary.get('packing') or {}).get('packing')}) x grad accum {t.grad_accum}" if t.packing
+           else f", batch {t.batch_size} x grad accum {t.grad_accum}")
+        + f", seed {t.seed}, trainer `{trainer}`.",
         f"- Steps {summary.get('steps')}, tokens seen {summary.get('tokens_seen')}, "
         f"loss {summary.get('loss_first')} -> {summary.get('loss_last')}.",
         f"- Code `{code_version}`; " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + ".",

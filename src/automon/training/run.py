@@ -237,6 +237,8 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
         trainer = plugin.build(c, model_path, tok, dataset, args, callbacks, max_len)
         trainer.automon_throughput = throughput
         trainer.remove_callback(PrinterCallback)  # MetricsCallback logs each step once, in our format
+        run_info["packing"] = getattr(trainer, "automon_packing", None)  # how examples were batched (None: unpacked)
+        rd.write_json(run_dir / "run.json", run_info)
         ckpt = rd.last_complete_checkpoint(run_dir)
         if ckpt is not None:
             log.info("resuming from %s", ckpt)
@@ -266,6 +268,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
             "tokens_per_s_last_segment": (round(out.metrics["train_tokens_per_second"], 1)
                                           if "train_tokens_per_second" in out.metrics else None),
             "max_seq_length": max_len, "data": data_summary, "trainer": trainer_name,
+            "packing": run_info["packing"],
         }
         versions = run_info["versions"]
         _refuse_nonfinite_weights(trainer.model, run_dir)
@@ -280,7 +283,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
                     extra={"subsets": subsets, "lora_alpha": c.train.lora.alpha,
                            "lora_targets": list(c.train.lora.targets), "trainer": trainer_name,
                            "max_seq_length": max_len, "steps": summary["steps"], "seed": c.train.seed,
-                           "run_dir": str(run_dir)}).write(tmp)
+                           "packing": run_info["packing"], "run_dir": str(run_dir)}).write(tmp)
         (tmp / "README.md").write_text(model_card(
             cfg=c, run_name=run_dir.name, subsets=subsets, subset_label=label, base_path=model_path,
             trainer=trainer_name, manifest_hash=build.manifest_hash, build_path=str(build.path),

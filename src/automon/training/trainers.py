@@ -156,6 +156,7 @@ def make_trainer_class(base: type, label_only_loss: bool) -> type:
 
     class AutomonSFTTrainer(base):  # type: ignore[misc, valid-type]
         automon_throughput: Throughput | None = None
+        automon_packing: dict | None = None   # PackStats.summary() of a packed run (None: unpacked)
 
         def _get_train_sampler(self, train_dataset=None):
             # self.train_dataset still has our "length" column; the one passed in had it removed.
