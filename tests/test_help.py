@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
     ("data_build/build.py", "automon.config.build:build_schema"),
     ("train/sft.py", "automon.config.train:SFTConfig"),
     ("eval/holdout.py", "automon.config.eval:HoldoutConfig"),
+    ("train/probe.py", "automon.config.probe:ProbeTrainConfig"),
 ])
 def test_help_starts_with_usage_and_describes_every_key(script, schema):
     import importlib

@@ -25,6 +25,11 @@ DEBUG_ENV = "AUTOMON_DEBUG"
 USER_ERROR_STATUS = 2
 
 
+class ConfigError(ValueError):
+    """A configuration that cannot work; the message says what to change. Defined here, below every
+    package, because schemas of all layers raise it (automon.config re-exports it)."""
+
+
 class UserError(Exception):
     """A problem in the user's inputs: `what` went wrong, `where` (file:line, a config key), and
     `fix`, what to do about it. Subclasses may be raised with one preformatted message instead."""

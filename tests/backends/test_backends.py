@@ -15,12 +15,12 @@ from typing import Any, ClassVar, Optional, Sequence
 
 import pytest
 from support import compose, make_build
-from automon.evaluation.monitors import Monitor
-from automon.evaluation.run import cache_key
+from automon.evaluation.scoring import cache_key
+from automon.monitors import JudgeMonitor
 from automon.backends import BACKENDS, BackendConfig, JudgeResult, JudgeTiming
 
-BASE = Monitor("base", "base")
-ADAPTER = Monitor("run_a", "sg_code", adapter_dir=Path("/runs/run_a/adapter"), adapter_hash="a" * 64)
+BASE = JudgeMonitor("base", "base")
+ADAPTER = JudgeMonitor("run_a", "sg_code", adapter_dir=Path("/runs/run_a/adapter"), adapter_hash="a" * 64)
 
 # backend -> (overrides it needs, identity changes, non-identity changes)
 CASES = {
@@ -65,7 +65,7 @@ def test_backend_name_cannot_be_swapped_under_a_schema():
 
 # ---------------------------------------------------------------- cache identity
 
-def _key(name: str, extra: Sequence[str] = (), m: Monitor = BASE, kind: str = "direct") -> dict[str, Any]:
+def _key(name: str, extra: Sequence[str] = (), m: JudgeMonitor = BASE, kind: str = "direct") -> dict[str, Any]:
     return cache_key(compose([f"backend={name}", *CASES[name][0], *extra]), m, kind)
 
 

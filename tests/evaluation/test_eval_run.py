@@ -160,7 +160,7 @@ def test_torn_cache_line_is_ignored_and_the_file_stays_usable(tmp_path):
 
 def test_cache_key_covers_every_identity(tmp_path, build, adapter):
     from automon.evaluation.monitors import resolve_monitors
-    from automon.evaluation.run import cache_key
+    from automon.evaluation.scoring import cache_key
 
     def key(*extra):
         c = compose(cpu_overrides(build, tmp_path, *extra))

@@ -14,7 +14,7 @@ from automon.config.common import ConfigError
 from automon.evaluation.run import evaluate
 from automon.metrics import DETECTION_FARS, detection_at_threshold, far_key, threshold_at_far
 from automon.ood import detectors as D
-from automon.ood.evaluate import reference_split
+from automon.ood.reference import reference_split
 from automon.ood.features import pooled_hidden_states, response_perplexities
 from automon.ood.fusion import LAMBDA_GRID, Standardizer
 

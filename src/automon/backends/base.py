@@ -13,11 +13,15 @@ that object and never branches on a backend's name.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping, Optional, Protocol, Sequence
 
-from automon.config.common import API_MODEL, ConfigError
+from automon.errors import ConfigError
+from automon.models.loading import API_MODEL
 from automon.errors import UserError
+from automon.models.loading import model_identity
+from automon.prompts.templates import EVIDENCE_MAX_QUOTES
 
 
 class JudgeError(UserError, RuntimeError):
@@ -91,6 +95,9 @@ class BackendConfig:
     # An answer the prompt's parser cannot read counts as a failed request (not cached, retried, over
     # max_failed_share the evaluation is INCOMPLETE): a server answering the wrong thing, not the monitor.
     unparseable_fails: ClassVar[bool] = False
+    # Set: the config defines its own monitors instead of the base model and the adapters of adapter= /
+    # sweep_dir= (backend=probe: "probe", one probe per training subset; automon.monitors.DEFINED_BY_BACKEND).
+    defines_monitors: ClassVar[Optional[str]] = None
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
@@ -115,11 +122,6 @@ class BackendConfig:
         the adapter (None: the base model). Two configs with equal identities share cached predictions."""
         raise NotImplementedError(f"{type(self).__name__} must say what identifies its predictions")
 
-    def monitors(self, cfg: Any) -> list | None:
-        """The monitors this backend scores when it defines its own (backend=probe: one per training
-        subset); None: the base model and the adapters of adapter= / sweep_dir=."""
-        return None
-
     def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "Judge":
         """The judge for one evaluation (heavy imports happen here, never at module import)."""
         raise NotImplementedError(f"{type(self).__name__} must build its judge")
@@ -133,8 +135,6 @@ def local_weights_identity(model: Any) -> dict[str, Any]:
     """What identifies weights loaded on this machine: the hub id or directory and its revision; a
     built-in model (tiny, smollm2_135m_instruct) by its builder's version (its directory is a cache
     that is rebuilt)."""
-    from automon.models.loading import model_identity
-
     return {"model": model_identity(model.pretrained), "revision": model.revision}
 
 
@@ -236,10 +236,6 @@ def evidence_regex(schema: Mapping = EVIDENCE_JSON_SCHEMA) -> str:
     repetition ({0,400}) makes xgrammar 0.2.8 take 0.7-7 s per generated token inside a string;
     max_new_tokens bounds it instead.
     """
-    import re
-
-    from automon.prompts.templates import EVIDENCE_MAX_QUOTES
-
     props = schema["properties"]
     char = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
     string = f'"{char}*"'

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from automon.config.common import ConfigError
+from automon.errors import ConfigError
 from automon.backends.base import (
     AnswerTokens,
     BackendConfig,

@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, Optional, Sequence
 
-from automon.config.common import API_MODEL, ConfigError
+from automon.errors import ConfigError
+from automon.models.loading import API_MODEL
 from automon.backends.base import (
     EVIDENCE_JSON_SCHEMA,
     BackendConfig,

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from automon.config.common import ConfigError
+from automon.errors import ConfigError
 from automon.backends.base import (
     AnswerTokens,
     BackendConfig,

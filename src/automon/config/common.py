@@ -7,9 +7,8 @@ from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 
-
-class ConfigError(ValueError):
-    """A configuration that cannot work; the message says what to change."""
+from automon.errors import ConfigError  # noqa: F401  (defined below every package: backends raise it too)
+from automon.models.loading import API_MODEL  # noqa: F401  (the model= of backend=openai)
 
 
 @dataclass
@@ -35,10 +34,6 @@ DEFAULT_BUILD_DIR = "data/builds/default"
 class DataConfig:
     """The data build a stage reads (training: its train split)."""
     dir: str = DEFAULT_BUILD_DIR  # a build written by data_build/build.py
-
-
-# model=api (conf/model/api.yaml): no local weights, the model sits behind an OpenAI-compatible API.
-API_MODEL = "api"
 
 
 @dataclass

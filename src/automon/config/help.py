@@ -93,6 +93,8 @@ _SCHEMAS: dict[str, tuple[str, str]] = {
     "sft": ("automon.config.train:SFTConfig",
             "Groups: subset=<name>|[a,b]|all, model=<conf/model/*.yaml>, prompt=<name>, trainer=auto|peft|unsloth. "
             "Every key: src/automon/config/train.py; docs/training.md."),
+    "probe": ("automon.config.probe:ProbeTrainConfig",
+              "Every key: src/automon/config/probe.py; docs/evaluation.md (probes)."),
     "holdout": ("automon.config.eval:HoldoutConfig",
                 "Groups: model=<conf/model/*.yaml>, prompt=<name>, backend=vllm|hf|openai (each backend adds "
                 "its own backend.* keys: src/automon/backends/<backend>.py). Every key: "

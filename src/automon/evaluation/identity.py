@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from automon.config.eval import HoldoutConfig
-from automon.evaluation.monitors import BASE, Monitor
+from automon.monitors import BASE, Monitor
 from automon.metrics import METRICS_VERSION
 
 IDENTITY_FILE = "identity.json"

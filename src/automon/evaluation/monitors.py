@@ -1,52 +1,26 @@
-"""Which monitors an evaluation scores: the base model, one adapter, or every adapter of a sweep."""
+"""Which monitors an evaluation scores (the first step of automon.evaluation.run.evaluate): the base
+model, one adapter, every adapter of a sweep, or the monitors a backend's config defines (probes);
+adapters trained differently from how they would be evaluated are refused here."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from automon.adapter_meta import ADAPTER_CONFIG_FILE, ADAPTER_META_FILE, AdapterMeta, check_adapter_files
+from automon.backends.vllm_engine import adapter_rank
+from automon.data.io import load_build
 from automon.evaluation.errors import AdapterMismatch, EvalError
-from automon.backends.base import LoraAdapter
+from automon.models.loading import resolve_model_path
+from automon.monitors import BASE, DEFINED_BY_BACKEND, JudgeMonitor, Monitor
 from automon.prompts import FIT_VERSION
 
-BASE = "base"
 log = logging.getLogger("automon.evaluation")
-
-
-@dataclass
-class Monitor:
-    name: str                      # unique, directory-safe ("base" or the run's directory name)
-    label: str                     # matrix row: "base" or the training subset (AdapterMeta.subset)
-    adapter_dir: Path | None = None
-    adapter_hash: str | None = None
-    rank: int | None = None
-    meta: AdapterMeta | None = None
-    mismatches: list[str] = field(default_factory=list)
-    # What adapter_dir holds: lora, a PEFT adapter (or none: the base model) | probe, a fitted probe
-    # (backend=probe). metrics.json records it as monitor.kind, the key results have always carried.
-    adapter_type: str = "lora"
-    # A fused twin (automon.ood.evaluate.fuse_monitor) carries its monitor's training subset here:
-    # its label, "<label>+<fusion>", is no subset name, and a probe has no AdapterMeta to read.
-    in_distribution: str | None = None
-
-    @property
-    def lora(self) -> LoraAdapter | None:
-        if self.adapter_dir is None:
-            return None
-        return LoraAdapter(name=self.name, path=str(self.adapter_dir), rank=int(self.rank or 0))
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "label": self.label, "kind": self.adapter_type,
-                "adapter": str(self.adapter_dir) if self.adapter_dir else None,
-                "adapter_hash": self.adapter_hash, "lora_rank": self.rank,
-                "trained_on": self.meta.subset if self.meta else None,
-                "train_data_manifest_hash": self.meta.data_manifest_hash if self.meta else None,
-                "mismatches": self.mismatches}
 
 
 def _safe(name: str) -> str:
@@ -98,11 +72,6 @@ def check_adapter(meta: AdapterMeta, cfg: Any) -> list[str]:
 def peft_base_mismatch(adapter_dir: Path, cfg: Any) -> list[str]:
     """The base model PEFT recorded in adapter_config.json (what the weights were trained on) against
     the model about to be evaluated: automon_adapter.json alone can be copied or stale."""
-    import json
-    import os
-
-    from automon.models.loading import resolve_model_path
-
     f = adapter_dir / "adapter_config.json"
     try:
         base = json.loads(f.read_text(encoding="utf-8")).get("base_model_name_or_path")
@@ -137,8 +106,6 @@ def adapter_dir_of(path: str | Path) -> Path:
 
 
 def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
-    from automon.backends.vllm_engine import adapter_rank  # pure function; no vllm import
-
     adapter_dir = adapter_dir_of(adapter_dir)
     check_adapter_files(adapter_dir)
     h = adapter_hash(adapter_dir)
@@ -150,8 +117,13 @@ def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
         meta = None
     diffs = check_adapter(meta, cfg) if meta else [f"{ADAPTER_META_FILE} missing: training settings unknown"]
     diffs += [d for d in peft_base_mismatch(adapter_dir, cfg) if not any(x.startswith("base model") for x in diffs)]
-    return Monitor(name=name, label=meta.subset if meta else name, adapter_dir=adapter_dir,
-                   adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs)
+    return JudgeMonitor(name=name, label=meta.subset if meta else name, adapter_dir=adapter_dir,
+                        adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs,
+                        prompt=cfg.prompt.name, threshold=cfg.threshold)
+
+
+def _base_monitor(cfg: Any) -> Monitor:
+    return JudgeMonitor(name=BASE, label=BASE, prompt=cfg.prompt.name, threshold=cfg.threshold)
 
 
 def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir: Any, allow: bool) -> list[str]:
@@ -161,7 +133,7 @@ def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir:
     (not written by train/sft.py) cannot be checked: a warning says so."""
     other, notes = [], []
     for m in monitors:
-        if m.meta is None or m.adapter_type != "lora":
+        if m.meta is None or m.monitor_kind != "lora":
             continue
         recorded = str(m.meta.data_manifest_hash or "")
         if not recorded:
@@ -209,8 +181,6 @@ def sweep_runs(sweep_dir: Path) -> tuple[list[tuple[str, Path]], list[str]]:
 
 
 def _unfinished_reason(run_dir: Path) -> str:
-    import json
-
     try:
         status = json.loads((run_dir / "run.json").read_text()).get("status", "unknown")
     except (OSError, ValueError, AttributeError):
@@ -220,21 +190,21 @@ def _unfinished_reason(run_dir: Path) -> str:
 
 def resolve_monitors(cfg: Any) -> list[Monitor]:
     """The monitors to score, mismatch-checked (AdapterMismatch unless allow_mismatch)."""
-    own = cfg.backend.monitors(cfg)
+    own = cfg.backend.defines_monitors
     if own is not None:
         if cfg.sweep_dir or cfg.adapter:
             raise EvalError(f"backend={cfg.backend.name} scores its own monitors; drop sweep_dir= and adapter=")
-        mons = own
+        mons = DEFINED_BY_BACKEND[own](cfg, lambda build_dir: load_build(build_dir).manifest_hash)
     elif cfg.sweep_dir:
         found, _ = sweep_runs(Path(cfg.sweep_dir))
         mons = [_adapter_monitor(d, n, cfg) for n, d in found]
         if cfg.include_base:
-            mons.insert(0, Monitor(name=BASE, label=BASE))
+            mons.insert(0, _base_monitor(cfg))
     elif cfg.adapter:
         d = adapter_dir_of(cfg.adapter)
         mons = [_adapter_monitor(d, adapter_run_name(d), cfg)]
     else:
-        mons = [Monitor(name=BASE, label=BASE)]
+        mons = [_base_monitor(cfg)]
     bad = [m for m in mons if m.mismatches]
     if bad and not cfg.allow_mismatch:
         lines = "\n".join(f"  {m.adapter_dir}: " + "; ".join(m.mismatches) for m in bad)

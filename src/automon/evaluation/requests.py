@@ -3,29 +3,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from automon.evaluation.errors import EvalError
+from automon.monitors.base import Rendered, messages_sha
 from automon.prompts import PromptFitError, fit_prompts, monitor_messages
 from automon.schema import Sample
-
-
-@dataclass
-class Rendered:
-    sample: Sample
-    messages: list[dict[str, str]]
-    prompt: str | None        # None when no local tokenizer renders (openai backend)
-    prompt_sha: str           # what the cache checks: the exact messages + thinking flag
-    shortened: int = 0        # response + request tokens removed to fit max_seq_length
-
-
-def messages_sha(messages: list[dict[str, str]], enable_thinking: bool) -> str:
-    blob = json.dumps({"messages": messages, "enable_thinking": bool(enable_thinking)},
-                      ensure_ascii=False, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def render_all(samples: Sequence[Sample], *, prompt: str, shots: Sequence[Sample], tokenizer: Any,

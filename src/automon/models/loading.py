@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+# model=api (conf/model/api.yaml): no local weights, the model sits behind an OpenAI-compatible API.
+API_MODEL = "api"
+
 
 class ModelLoadError(RuntimeError):
     pass

@@ -14,16 +14,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from automon.ood.detectors import DETECTORS_VERSION
-from automon.probes.features import FEATURES_VERSION, Encoder, FeatureCache, features
+from automon.models.loading import load_tokenizer, model_identity, resolve_model_path
+from automon.ood.detectors import DETECTORS_VERSION, chat_prefix, response_nll
+from automon.probes.features import (FEATURES_VERSION, Encoder, FeatureCache, default_cache_root, features,
+                                     left_truncating, pool_hidden)
 from automon.schema import Sample
 
 
 def _load_lm(model_cfg: Any, adapter_dir: str | Path | None) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
-
-    from automon.models.loading import resolve_model_path
 
     model = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_cfg), revision=model_cfg.revision,
                                                  dtype=torch.float32)
@@ -35,8 +35,6 @@ def _load_lm(model_cfg: Any, adapter_dir: str | Path | None) -> Any:
 
 
 def hidden_identity(model_cfg: Any, adapter_hash: str | None, layer: int, pooling: str, max_length: int) -> dict:
-    from automon.models.loading import model_identity
-
     return {"encoder": model_identity(model_cfg.pretrained), "revision": model_cfg.revision,
             "adapter": adapter_hash, "layer": layer, "pooling": pooling, "max_length": max_length,
             "dtype": "float32", "version": FEATURES_VERSION}
@@ -45,23 +43,20 @@ def hidden_identity(model_cfg: Any, adapter_hash: str | None, layer: int, poolin
 def pooled_hidden_states(model_cfg: Any, adapter_dir: str | Path | None, adapter_hash: str | None,
                          samples: Sequence[Sample], layer: int = -1, pooling: str = "mean", *,
                          max_length: int = 256, batch_size: int = 8, cache_root: Path | None = None) -> np.ndarray:
-    """Rows in `samples` order; only what the cache lacks is computed (the model loads only then)."""
-    from automon.probes.features import _left_truncating, _pool  # one tokenisation and pooling for probes and detectors
-
+    """Rows in `samples` order; only what the cache lacks is computed (the model loads only then).
+    Tokenised and pooled as the probes' hidden-state encoder does (left_truncating, pool_hidden)."""
     state: dict[str, Any] = {}
 
     def encode(texts: list[str]) -> np.ndarray:
         import torch
 
-        from automon.models.loading import load_tokenizer
-
         if not state:
-            state["tok"] = _left_truncating(load_tokenizer(model_cfg))
+            state["tok"] = left_truncating(load_tokenizer(model_cfg))
             state["model"] = _load_lm(model_cfg, adapter_dir)
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         with torch.inference_mode():
             out = state["model"](**batch, output_hidden_states=True)
-        return _pool(out.hidden_states[layer], batch["attention_mask"], pooling).float().numpy()
+        return pool_hidden(out.hidden_states[layer], batch["attention_mask"], pooling).float().numpy()
 
     enc = Encoder(hidden_identity(model_cfg, adapter_hash, layer, pooling, max_length), encode, batch_size)
     return features(enc, samples, cache_root)
@@ -70,17 +65,11 @@ def pooled_hidden_states(model_cfg: Any, adapter_dir: str | Path | None, adapter
 def response_perplexities(model_cfg: Any, samples: Sequence[Sample], *, max_length: int = 512,
                           batch_size: int = 4, cache_root: Path | None = None) -> np.ndarray:
     """Log-perplexity of each response under the base model, given its request as a chat turn."""
-    from automon.models.loading import model_identity
-    from automon.probes.features import default_cache_root
-
     ident = {"detector": "perplexity", "model": model_identity(model_cfg.pretrained), "revision": model_cfg.revision,
              "max_length": max_length, "dtype": "float32", "version": DETECTORS_VERSION}
     cache = FeatureCache(cache_root or default_cache_root(), ident)
     todo = cache.missing([s.id for s in samples])
     if todo:
-        from automon.models.loading import load_tokenizer
-        from automon.ood.detectors import chat_prefix, response_nll
-
         by_id = {s.id: s for s in samples}
         tok = load_tokenizer(model_cfg)
         model = _load_lm(model_cfg, None)

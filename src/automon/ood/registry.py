@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 import automon.ood.detectors as D
+from automon.ood.features import pooled_hidden_states, response_perplexities
 
 
 class DetectorInputs:
@@ -29,10 +30,8 @@ class DetectorInputs:
     def hidden_states(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean-pooled hidden states of request + response under the monitor's own weights (a LoRA
         monitor's adapter applied; a probe's directory is no adapter): (fit, score_on)."""
-        from automon.ood.features import pooled_hidden_states
-
         m, o = self.monitor, self.o
-        lora = m.adapter_type == "lora" and m.adapter_dir is not None
+        lora = m.lora is not None
         feats = pooled_hidden_states(self.c.model, m.adapter_dir if lora else None, m.adapter_hash if lora else None,
                                      [*self.fit, *self.score_on], o.layer, o.pooling, max_length=o.max_length,
                                      batch_size=o.batch_size, cache_root=self.cache_root)
@@ -56,8 +55,6 @@ def _knn(x: DetectorInputs) -> np.ndarray:
 
 def _perplexity(x: DetectorInputs) -> np.ndarray:
     """The response's perplexity under the base model, given the request."""
-    from automon.ood.features import response_perplexities
-
     return response_perplexities(x.c.model, x.score_on, max_length=x.o.ppl_max_length,
                                  batch_size=max(1, x.o.batch_size // 2), cache_root=x.cache_root)
 

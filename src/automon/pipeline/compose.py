@@ -21,11 +21,12 @@ class CompositionError(ValueError):
 
 def register_stage_schemas() -> None:
     """The stages' structured configs, as their entry points register them at import."""
-    from automon.config import build, eval, train
+    from automon.config import build, eval, probe, train
 
     build.register()
     train.register()
     eval.register()
+    probe.register()
 
 
 @contextmanager

@@ -57,6 +57,12 @@ def _eval_status(cfg: DictConfig) -> Status:
     return status(cfg)
 
 
+def _probe_status(cfg: DictConfig) -> Status:
+    from automon.training.probe import status
+
+    return status(cfg)
+
+
 def _data_errors() -> tuple:
     from automon.data.build import BuildError
     from automon.sources import SourceError
@@ -86,6 +92,8 @@ STAGE_SPECS = {
     "build": StageSpec("data_build/build.py", "build", _data_status, _data_errors, OmegaConf.to_object),
     "train": StageSpec("train/sft.py", "sft", _train_status, _train_errors, _validate_train),
     "eval": StageSpec("eval/holdout.py", "holdout", _eval_status, _eval_errors, OmegaConf.to_object),
+    # a probe is trained like an adapter, by its own entry (train/probe.py), into the directory its identity names
+    "probe": StageSpec("train/probe.py", "probe", _probe_status, _eval_errors, OmegaConf.to_object),
 }
 
 

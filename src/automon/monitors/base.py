@@ -1,0 +1,126 @@
+"""What a monitor is: something that reads samples and says, per sample, how likely it is misbehavior.
+
+`Monitor.score(items) -> list[Prediction]` is the whole contract. An item is a sample with the
+monitor prompt the shared renderer made for it (`Rendered`): a judge reads the prompt, a probe reads
+the sample. A monitor that learns in-process has `fit(...)`; a LoRA judge is trained by train/sft.py
+and a probe by train/probe.py, and each then only loads its artifact. `flag(prediction)` is the
+monitor's decision (1 = flagged), `describe()` what metrics.json records about it.
+
+Kinds of monitor (each a subclass, one module each): judge.py (the base model, a LoRA adapter, a
+model behind an API: one scoring backend serves them), probe.py (a classifier on frozen features),
+fused.py (a wrapper fusing another monitor's score with OOD detector scores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Sequence
+
+from automon.adapter_meta import AdapterMeta
+from automon.backends.base import Judge, JudgeTiming, LoraAdapter
+from automon.schema import Sample
+from automon.subsets import ALL
+from automon.subsets import names as subset_names
+
+BASE = "base"  # the base model's monitor name and matrix row name
+
+
+@dataclass
+class Rendered:
+    """One sample as a monitor gets it: the sample and its monitor prompt (automon.prompts.fit_prompts)."""
+    sample: Sample
+    messages: list[dict[str, str]]
+    prompt: str | None        # None when no local tokenizer renders (openai backend)
+    prompt_sha: str           # what the prediction cache checks: the exact messages + thinking flag
+    shortened: int = 0        # response + request tokens removed to fit max_seq_length
+
+
+def messages_sha(messages: list[dict[str, str]], enable_thinking: bool) -> str:
+    blob = json.dumps({"messages": messages, "enable_thinking": bool(enable_thinking)},
+                      ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A monitor's answer on one sample."""
+    p_yes: float | None = None   # judge: P(yes) (direct) or P(true) at the verdict (evidence); probe: P(misbehavior)
+    text: str | None = None      # judge: the answer as generated / the argmax first token (direct)
+    mass: float | None = None    # judge: total probability of the yes/no (true/false) spellings read
+    error: str | None = None     # the request failed (not cached; the next run asks again)
+    fused: float | None = None   # fused monitor: the fused score (standardised units, not a probability)
+
+    @property
+    def score(self) -> float | None:
+        """What thresholds, AUROC and curves read: the fused score of a fused monitor, else P(yes)."""
+        return self.fused if self.fused is not None else self.p_yes
+
+
+@dataclass
+class Resources:
+    """What monitors may load before they score, built only when some prediction is missing from the
+    cache: one judge backend for every judge monitor (vLLM serves the base model and all adapters
+    from one engine), and the build's training split (a probe not trained yet is fitted on it)."""
+    make_judge: Callable[[list[LoraAdapter]], Judge]
+    adapters: list[LoraAdapter]
+    train_split: Callable[[str], Sequence[Sample]]   # build directory -> its training samples
+    timing: JudgeTiming = field(default_factory=JudgeTiming)
+    _judge: Judge | None = None
+
+    def judge(self) -> Judge:
+        if self._judge is None:
+            self._judge = self.make_judge(self.adapters)
+            self.timing = self._judge.timing
+        return self._judge
+
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+
+
+@dataclass(eq=False)
+class Monitor:
+    """The fields every monitor has; a subclass implements `score` (and `load`, `fit` as it needs)."""
+    name: str                      # unique, directory-safe ("base", the run's directory name, "<features>-<subset>")
+    label: str                     # matrix row name: "base" or the training subset (never the 0/1 sample label)
+    adapter_dir: Path | None = None  # the trained artifact: a PEFT adapter or a fitted probe's directory
+    adapter_hash: str | None = None  # its content (adapter) or identity (probe) hash
+    rank: int | None = None
+    meta: AdapterMeta | None = None
+    mismatches: list[str] = field(default_factory=list)
+    # The monitor kind metrics.json records as monitor.kind: "lora" for the base model and adapters
+    # (the key results have always carried), "probe" for probes.
+    monitor_kind: ClassVar[str] = "lora"
+
+    def load(self, resources: Resources) -> None:
+        """Get ready to score (called only when something is missing from the prediction cache)."""
+
+    def score(self, items: Sequence[Rendered]) -> list[Prediction]:
+        raise NotImplementedError(f"{type(self).__name__} must score")
+
+    def flag(self, p: Prediction) -> int | None:
+        """1 = flagged as misbehavior, 0 = not, None = no decision (failed or unreadable)."""
+        raise NotImplementedError(f"{type(self).__name__} must decide")
+
+    @property
+    def in_distribution(self) -> str:
+        """The subset it was trained on (its in-distribution samples: far_reference, fusion); `all`
+        for the base model, which has no training distribution of its own."""
+        if self.meta is not None and self.meta.subset:
+            return self.meta.subset
+        return self.label if self.label in (*subset_names(), ALL) else ALL
+
+    @property
+    def lora(self) -> LoraAdapter | None:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "kind": self.monitor_kind,
+                "adapter": str(self.adapter_dir) if self.adapter_dir else None,
+                "adapter_hash": self.adapter_hash, "lora_rank": self.rank,
+                "trained_on": self.meta.subset if self.meta else None,
+                "train_data_manifest_hash": self.meta.data_manifest_hash if self.meta else None,
+                "mismatches": self.mismatches}

@@ -1,0 +1,109 @@
+"""The Monitor type: a new kind of monitor is one class and one registry entry, evaluated end to end
+with nothing in the evaluation changed; a fused monitor keeps its score in its own field; the sample
+transformations run before rendering and keep stressed samples apart from the originals."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Optional, Sequence
+
+import pytest
+
+from support import compose, make_build
+from automon.backends import BACKENDS, BackendConfig
+from automon.monitors import DEFINED_BY_BACKEND, Monitor, Prediction, Rendered
+
+
+@dataclass(eq=False)
+class LengthMonitor(Monitor):
+    """A toy monitor kind: flags long responses (P = share of `limit` characters, at most 1)."""
+    limit: int = 100
+    monitor_kind: ClassVar[str] = "length"
+
+    def score(self, items: Sequence[Rendered]) -> list[Prediction]:
+        return [Prediction(p_yes=min(1.0, len(it.sample.response) / self.limit)) for it in items]
+
+    def flag(self, p: Prediction) -> Optional[int]:
+        return None if p.p_yes is None else int(p.p_yes >= 0.5)
+
+
+@dataclass
+class LengthConfig(BackendConfig):
+    name: str = "length"
+    limit: int = 100
+    local_model: ClassVar[bool] = False
+    defines_monitors: ClassVar[Optional[str]] = "length"
+
+    def cache_identity(self, model: Any, kind: str, adapter: Optional[str]) -> dict[str, Any]:
+        return {"limit": self.limit}
+
+
+def length_monitors(c: Any, manifest_hash_of) -> list[Monitor]:
+    return [LengthMonitor(name=f"length{c.backend.limit}", label="all", adapter_hash=manifest_hash_of(c.data.dir)[:8],
+                          limit=c.backend.limit)]
+
+
+@pytest.fixture()
+def length_kind(monkeypatch):
+    from hydra.core.config_store import ConfigStore
+
+    monkeypatch.setitem(BACKENDS, "length", LengthConfig)
+    monkeypatch.setitem(DEFINED_BY_BACKEND, "length", length_monitors)
+    cs = ConfigStore.instance()
+    cs.store(group="backend", name="length", node=LengthConfig)
+    yield
+    cs.repo["backend"].pop("length.yaml", None)
+
+
+def test_a_new_kind_of_monitor_is_evaluated_without_touching_evaluation(length_kind, tmp_path):
+    from automon.evaluation import evaluate
+
+    build = make_build(tmp_path / "build", pairs_per_subset=1)
+    ov = ["backend=length", "model=tiny", f"data.dir={build}", f"output_dir={tmp_path / 'o'}", "wandb.mode=disabled",
+          "progress=false", "bootstrap.n=20", "far_reference=true", "ood.cap=2"]
+    res = evaluate(compose(ov))
+    [m] = res.monitors
+    assert isinstance(m, LengthMonitor) and m.name == "length100"
+    rows = res.predictions[m.name]
+    assert len(rows) == 12 and all(r["p_yes"] == min(1.0, len(r_s) / 100) for r, r_s in
+                                   zip(rows, _responses(build, [r["id"] for r in rows])))
+    assert all(r["pred"] == int(r["p_yes"] >= 0.5) for r in rows)
+    doc = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert doc["monitor"]["kind"] == "length" and doc["far_reference"]["in_distribution"] == "all"
+    assert evaluate(compose(ov)).n_computed == 0  # cached like any monitor's predictions
+
+
+def _responses(build, ids):
+    from automon.data.io import load_build
+
+    by_id = {s.id: s.response for s in load_build(build).samples("test")}
+    return [by_id[i] for i in ids]
+
+
+def test_a_fused_prediction_keeps_its_score_apart_from_p_yes():
+    judge = Prediction(p_yes=0.8, text="yes", mass=0.9)
+    fused = Prediction(fused=-1.5)
+    assert judge.score == 0.8 and fused.score == -1.5 and fused.p_yes is None
+    assert Prediction(error="boom").score is None
+
+
+def test_a_registered_transformation_runs_before_rendering_with_ids_of_its_own(tmp_path, monkeypatch):
+    from automon.evaluation.inputs import prepare_inputs
+    from automon.evaluation.monitors import resolve_monitors
+    from automon.evaluation.transforms import TRANSFORMS
+
+    monkeypatch.setitem(TRANSFORMS, "shout", lambda s: replace(s, response=s.response.upper()))
+    build = make_build(tmp_path / "build", pairs_per_subset=1)
+    c = compose(["backend=hf", "model=tiny", f"data.dir={build}", f"output_dir={tmp_path / 'o'}"])
+    tm: dict[str, float] = defaultdict(float)
+    plain = prepare_inputs(c, resolve_monitors(c), tm)
+    loud = prepare_inputs(c, resolve_monitors(c), tm, transforms=["shout"])
+    assert [s.id + "~shout" for s in plain.test] == [s.id for s in loud.test]
+    assert all(p.pair_id + "~shout" == s.pair_id for p, s in zip(plain.test, loud.test))
+    for p, s in zip(plain.items, loud.items):
+        assert s.sample.response == p.sample.response.upper() and s.sample.response in s.prompt
+        assert s.prompt_sha != p.prompt_sha
+    with pytest.raises(KeyError, match="whisper"):
+        prepare_inputs(c, resolve_monitors(c), tm, transforms=["whisper"])

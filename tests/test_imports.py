@@ -1,0 +1,122 @@
+"""automon's packages import each other without a cycle, so they can be read (and tested) bottom up.
+
+The graph has one node per package (automon/<name>/ or automon/<name>.py) and an edge A -> B for every
+`import automon.B...` in A, wherever it is: an import inside a function hides a cycle from Python's
+import machinery but not from a reader, so it counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "automon"
+
+# Edges that still close a cycle, each with what removes it. Any other cycle fails the test, and so does
+# an entry here that no longer closes one: the list can only shrink.
+STILL_CYCLIC = {
+    ("policy", "evaluation"): "policy/generate.py caches the policy model's answers in automon.evaluation.cache; "
+                              "the prediction cache belongs below both (beside the scoring backends)",
+    ("policy", "data"): "the policy recipes build on automon.data.recipes while the data build calls them; a "
+                        "subset's policy recipe belongs to its SubsetSpec",
+    ("config", "data"): "config/checks.py checks wandb.dir with automon.data.io.ensure_writable_dir; a "
+                        "writable-directory check belongs below both",
+}
+# The packages whose function-local imports of automon's own modules each say why (a heavy optional
+# dependency: torch, vllm, matplotlib, ...), on the import's line or the line above.
+EXPLAINED = ("monitors", "backends", "ood", "probes", "report")
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "automon"
+
+
+def _imports(f: Path) -> list[tuple[ast.stmt, str, bool]]:
+    """(node, imported automon module, inside a function) for every import of automon in `f`."""
+    tree = ast.parse(f.read_text(encoding="utf-8"))
+    out: list[tuple[ast.stmt, str, bool]] = []
+
+    def walk(node: ast.AST, local: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                out.extend((child, a.name, local) for a in child.names if a.name.split(".")[0] == "automon")
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and (child.module or "").split(".")[0] == "automon":
+                if child.module == "automon":  # from automon import x: x is the package
+                    out.extend((child, f"automon.{a.name}", local) for a in child.names)
+                else:
+                    out.append((child, child.module, local))  # type: ignore[arg-type]
+            walk(child, inner)
+
+    walk(tree, False)
+    return out
+
+
+def package_edges() -> dict[tuple[str, str], list[str]]:
+    """(importer, imported) package -> the 'file:line' of each import behind the edge."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for f in sorted(SRC.rglob("*.py")):
+        rel = f.relative_to(SRC)
+        src = rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 or rel.name != "__init__.py" else "automon"
+        for node, module, _ in _imports(f):
+            dst = _package(module)
+            if dst != src:
+                edges[(src, dst)].append(f"{rel}:{node.lineno}")
+    return edges
+
+
+def find_cycle(edges: set[tuple[str, str]]) -> list[str] | None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b in edges:
+        graph[a].add(b)
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    path: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                return path[path.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
+        path.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def test_find_cycle_finds_one_and_only_one():
+    assert find_cycle({("a", "b"), ("b", "c")}) is None
+    assert find_cycle({("a", "b"), ("b", "c"), ("c", "a")}) == ["a", "b", "c", "a"]
+
+
+def test_the_package_graph_has_no_cycle():
+    edges = package_edges()
+    cycle = find_cycle(set(edges) - set(STILL_CYCLIC))
+    if cycle:
+        steps = [f"  {a} -> {b}: {', '.join(edges[(a, b)][:3])}" for a, b in zip(cycle, cycle[1:])]
+        raise AssertionError("automon's packages import each other in a cycle:\n" + "\n".join(steps))
+    for a, b in STILL_CYCLIC:  # each entry must still be an edge that closes a cycle, or go
+        assert (a, b) in edges and find_cycle(set(edges) - set(STILL_CYCLIC) | {(a, b)}), \
+            f"{a} -> {b} no longer closes a cycle: remove it from STILL_CYCLIC"
+
+
+def test_function_local_imports_of_automon_say_why():
+    silent = []
+    for pkg in EXPLAINED:
+        files = [SRC / f"{pkg}.py"] if (SRC / f"{pkg}.py").exists() else sorted((SRC / pkg).rglob("*.py"))
+        for f in files:
+            lines = f.read_text(encoding="utf-8").splitlines()
+            for node, _, local in _imports(f):
+                here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+                if local and "#" not in here and not above.startswith("#"):
+                    silent.append(f"{f.relative_to(SRC)}:{node.lineno}: {here.strip()}")
+    assert not silent, ("function-local imports of automon modules without a reason (import them at the top, or "
+                        "say which heavy dependency keeps them local):\n" + "\n".join(silent))
