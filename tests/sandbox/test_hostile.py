@@ -457,9 +457,9 @@ for d in ["/dev/shm", "/dev", "/dev/mqueue", "/proc", "/run", "/var/tmp", "/tmp"
         with open(os.path.join(d, "hoard"), "wb", buffering=0) as f:
             for _ in range(40):  # at most 320 MB a place
                 total += f.write(bytes(8 << 20))
+                print(d, total >> 20, flush=True)
     except OSError:
         pass
-    print(d, total >> 20, flush=True)
 """
 
 

@@ -27,8 +27,8 @@ class Limits:
     load-independent verdicts for busy programs: CPU time does not grow when other processes
     compete for the cores, wall time does. A program over its CPU time is killed by SIGPROF; a
     process tree over it in total (a program that forks) by SIGXCPU. memory_mb bounds each
-    process's address space and the whole tree's memory: its resident memory plus the files in its
-    /tmp; processes bounds the tasks (processes and threads) of the tree.
+    process's address space and the whole tree's memory: its resident memory (plus, contained, the
+    files in its /tmp); processes bounds the tasks (processes and threads) of the tree.
     """
     timeout_s: float = 5.0        # wall clock
     memory_mb: int = 512          # RLIMIT_AS of each process; the tree's resident total plus its /tmp

@@ -132,15 +132,12 @@ class _Space:
         self.memory_mb, self.tmp_fd, self.init, self.ns = memory_mb, tmp_fd, init, ns
 
     def end(self) -> None:
-        """Kill everything in it (the kernel kills a PID namespace whose init dies), reap the init,
-        let go of the mount namespace (its tmpfs goes with the last reference)."""
+        """Kill everything in it (the kernel kills a PID namespace whose init dies) and let go of
+        the mount namespace (its tmpfs goes with the last reference). The init is reaped before
+        the next program starts (_Zygote.reap_inits), off the path of this program's result."""
         try:
             os.kill(self.init, signal.SIGKILL)
         except ProcessLookupError:
-            pass
-        try:
-            os.waitpid(self.init, 0)
-        except ChildProcessError:
             pass
         _close([self.tmp_fd, *self.ns])
 
@@ -155,6 +152,7 @@ class _Zygote:
         self.contained = mode != ISOLATION_NONE
         self.me = os.getpid()
         self.ready: _Space | None = None
+        self.dying: list[int] = []
         if self.contained:
             self.proc_fd, self.own_ns = confine.build_root(root)
         else:
@@ -185,10 +183,24 @@ class _Zygote:
 
     def _take_space(self, memory_mb: int) -> _Space:
         space, self.ready = self.ready, None
-        if space is not None and space.memory_mb != memory_mb:
-            space.end()
+        if space is not None and space.memory_mb != memory_mb:  # made for other limits
+            self._end_space(space)
+            self.reap_inits()
             space = None
         return space or self._space(memory_mb)
+
+    def _end_space(self, space: _Space) -> None:
+        space.end()
+        self.dying.append(space.init)
+
+    def reap_inits(self) -> None:
+        """Reap the inits of namespaces ended before (killed: by the next request they are
+        usually gone), so that they no longer count against the next program's tasks."""
+        while self.dying:
+            try:
+                os.waitpid(self.dying.pop(), 0)
+            except ChildProcessError:
+                pass
 
     def run(self, req: dict, fds: list[int]) -> list:
         self.n += 1
@@ -199,6 +211,7 @@ class _Zygote:
         # process that waits for the zygote, the zygote, the program's init, the next program's
         # init, and the program's own.
         tasks = 4 + limits.processes
+        self.reap_inits()
         run_dir = _RUN_DIR if self.contained else os.path.join(self.base, str(self.n))
         space = proc = None
         try:
@@ -228,7 +241,7 @@ class _Zygote:
             if proc is not None:
                 proc.finish()
             if space is not None:
-                space.end()
+                self._end_space(space)
             else:
                 self._reap()
                 remove_tree(run_dir)
