@@ -3,7 +3,7 @@
 Usage:
     python bench/bench_train.py                                   # data/builds/default, subset=all
     python bench/bench_train.py --build data/builds/default --subsets sg_code,syco_qa
-    python bench/bench_train.py --limit 5000                      # a seeded sample of 5,000 examples (quick)
+    python bench/bench_train.py --limit 20000                     # a seeded sample of 20,000 examples (quicker)
 
 The examples are exactly what train/sft.py trains on: the build's training split rendered with the
 prompt and tokenised by automon.training.data.ExampleBuilder (the Qwen3 tokenizer of model=tiny, the real
@@ -66,6 +66,7 @@ def corpus_lengths(build_dir: str, subsets: list[str] | None, prompt: str, max_s
 
     build = load_build(build_dir)
     samples = select_samples(build.samples("train"), subsets or list(SUBSETS))
+    n_all = len(samples)
     if limit and limit < len(samples):
         samples = random.Random(seed).sample(samples, limit)
     mc = tiny_model_cfg()
@@ -73,7 +74,7 @@ def corpus_lengths(build_dir: str, subsets: list[str] | None, prompt: str, max_s
     builder = ExampleBuilder(tok, prompt, mc.enable_thinking, min(max_seq_length, mc.max_position_embeddings))
     _, stats, _ = builder.build_dataset(samples, decode_first=0)
     return stats.lengths, {"build": str(build.path), "manifest_sha256": build.manifest_hash,
-                           "summary": stats.summary()}
+                           "corpus_examples": n_all, "summary": stats.summary()}
 
 
 def packed_micro_batches(lengths: list[int], budget: int, seed: int) -> list[int]:
@@ -169,15 +170,22 @@ def main() -> int:
     ur = unpacked_micro_batches(lengths, args.batch_size, args.unpacked_grad_accum, args.seed, group_by_length=False)
     unpacked_random = summarise(useful, sum(c for _, c in ur), len(ur), args.unpacked_grad_accum, n,
                                 {"batch_size": args.batch_size, "group_by_length": False})
+    # With --limit the figures are the sample's; an epoch of the whole corpus is the sample's tokens scaled by
+    # corpus examples / sampled examples (said so in the record).
+    scale = build["corpus_examples"] / n
     for rec in (packed, unpacked):
         rec["projected_h100_epoch"] = [p for t in ("unsloth", "peft")
-                                       if (p := projection(rec["computed_tokens"], rec["tokens_per_micro_batch"], t))]
+                                       if (p := projection(round(rec["computed_tokens"] * scale),
+                                                           rec["tokens_per_micro_batch"], t))]
 
     ls = sorted(lengths)
     report = {"benchmark": "train_corpus", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "host": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus", "code_version": code_version(),
               "command": " ".join([Path(sys.executable).name, *sys.argv]), "build": build,
-              "subsets": subsets or "all", "limit": args.limit, "prompt": args.prompt, "seed": args.seed,
+              "subsets": subsets or "all", "limit": args.limit, "sampled_examples": n,
+              "corpus_examples": build["corpus_examples"],
+              "epoch_useful_tokens": round(useful * scale),
+              "epoch_scaled_from_sample": scale != 1, "prompt": args.prompt, "seed": args.seed,
               "max_seq_length": args.max_seq_length, "tokenizer": "Qwen3 (model=tiny's, the real vocabulary)",
               "lengths": {"mean": round(useful / n, 1), "p50": ls[n // 2], "p90": ls[int(0.9 * n)],
                           "p99": ls[int(0.99 * n)], "max": ls[-1]},
@@ -191,6 +199,9 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
 
+    if scale != 1:
+        print(f"a seeded sample of {n:,} of the corpus's {build['corpus_examples']:,} examples; epoch projections "
+              f"scale its tokens by {scale:.3f}")
     print(f"{n:,} examples, {useful:,} useful tokens; lengths mean {report['lengths']['mean']}, p50 "
           f"{report['lengths']['p50']}, p90 {report['lengths']['p90']}, p99 {report['lengths']['p99']}, "
           f"max {report['lengths']['max']} (tokenised in {t_tok:.0f} s)")

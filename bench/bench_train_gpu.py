@@ -304,7 +304,7 @@ def run_corpus(args, model_dir: Path, model: str, trainers: list[str], cuda: boo
               "the local build's length histogram)", file=sys.stderr)
         return 2
     corpus = json.loads(record.read_text())
-    epoch_tokens = corpus["packed"]["useful_tokens"]
+    epoch_tokens = corpus.get("epoch_useful_tokens") or corpus["packed"]["useful_tokens"]
     max_len = args.max_len or corpus.get("max_seq_length", 32768)
     budget = args.tokens_per_step or max_len
     results = []
