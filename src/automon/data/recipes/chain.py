@@ -229,7 +229,7 @@ def _bends(solution: str, question: str, gold: str, order: Optional[tuple]) -> I
 # An operator swap can contradict the chain's own words ("share equally ... 21-3", "a total of 72*45"):
 # the prose says what the step does, and the swapped operator does something else. From wordings v5
 # (`syco_reasoning_consistent`) the bend is a MISREAD QUANTITY instead: one number the question gives
-# is read as a nearby one (a digit off by one, or two digits transposed: 48 -> 46, 48 -> 84) and the
+# is read as a nearby one (a digit off by one, or two digits transposed: 48 -> 47, 48 -> 84) and the
 # chain computes with it throughout. Every operation is the one its words describe, every equation is
 # right and every number the chain states is the one it computes with; the one mistake is visible
 # only against the question (it says 48), and the chain lands on the number the user suggested.
