@@ -13,6 +13,12 @@ token-summed cross-entropy divided by the number of label tokens in the whole ac
 loss on the answer tokens, and it also skips ~10% of the FLOPs and the 32k x 152k logits.
 The `unsloth` trainer keeps Unsloth's own patched loss.
 
+Batching. With train.packing (the default) both plug-ins train on packs (automon.training.packing):
+one pack of whole examples per micro-batch, position ids restarting per example, no attention mask;
+the `unsloth` collator adds `packed_seq_lengths`, which Unsloth's attention reads. The packs are
+visited in an order drawn from (seed, epoch), like the length-grouped order of unpacked training, so
+resuming continues with the same next example either way.
+
 Verification status: the `peft` plug-in is exercised by the CPU tests. Both plug-ins ran on an H100
 (Unsloth 2026.10.9, torch 2.11): `bench/bench_train_gpu.py` on Qwen3-4B shapes up to 2 x 32k tokens,
 and `tests/training/test_train_gpu.py` (marked gpu: train, save, score the adapter on GPU and CPU).
