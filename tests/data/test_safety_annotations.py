@@ -417,3 +417,32 @@ def test_a_second_round_adds_the_next_candidates_and_imports_with_the_first(synt
     out = safety_import(SafetyImportConfig())
     assert out["rounds"] == 2 and out["subsets"]["safety_qa"]["candidate_pairs"] == 10
     assert out["subsets"]["safety_code"]["pairs_kept"] == 8
+
+
+def test_annotations_apply_only_to_the_kind_of_sources_they_annotate(synth_root, ann_root, tmp_path):
+    """Verdicts of the real texts are not applied to a synthetic tree (none of its pairs were read: every
+    eligible pair tests, no safety section); verdicts of a synthetic tree refuse a real build."""
+    from automon.data.build import run_build
+    from automon.data.recipes.safety import _verdicts
+
+    _export(synth_root, qa=4, code=3)
+    key = _key(ann_root)
+    for r in ("reader_a", "reader_b"):
+        _annotate(ann_root, r, lambda i: ("no", False))  # nothing kept
+    out = safety_import(SafetyImportConfig())
+    assert out["synthetic_sources"]
+    path = ann_root / "safety_v1/verdicts.json"
+    real = {k: v for k, v in out.items() if k != "synthetic_sources"}
+    path.write_text(json.dumps(real))
+    m = run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings=v5",
+                             "subsets=[safety_qa]", "test.safety_qa=3"]))
+    assert m["test_pairs"]["safety_qa"] == 3 and "safety_annotations" not in m
+    assert "Safety pairs" not in (tmp_path / "b/README.md").read_text()
+    assert len(key) == 14
+    path.write_text(json.dumps(out))
+
+    class Ctx:  # what _verdicts reads of a recipe context, for a real source tree
+        cfg = build_cfg(["sources.root=" + str(tmp_path), "wordings=v5"])
+
+    with pytest.raises(AnnotationError, match="synthetic source tree"):
+        _verdicts(Ctx, "safety_qa")

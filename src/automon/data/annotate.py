@@ -39,6 +39,7 @@ from typing import Dict, List, Optional
 from automon.data.io import load_build, write_build
 from automon.data.recipes.common import short_hash
 from automon.errors import UserError, at_least
+from automon.sources.synthetic import synthetic_marker
 
 ANNOTATE_VERSION = "annotate-v1"
 
@@ -354,6 +355,9 @@ def safety_export(cfg: SafetyExportConfig) -> dict:
             "subsets": per_subset, "prefilter": prefilter, "files": files}
     if cfg.round > 1:
         info = {"round": cfg.round, **info}
+    marker = synthetic_marker(cfg.sources_root)
+    if marker:  # only then, so that an export of the real sources is unchanged
+        info["synthetic_sources"] = marker
     (out / f"export{sfx}.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     (out / "INSTRUCTIONS.md").write_text(SAFETY_INSTRUCTIONS.format(name=cfg.name), encoding="utf-8")
     return info
@@ -454,7 +458,8 @@ def load_verdicts(name: str, subset: str, root: str = ""):
                               f"name={name}`), or build with a wordings version without safety_annotations")
     data = json.loads(path.read_text(encoding="utf-8"))
     pairs = data["pairs"].get(subset, {})
-    return Verdicts({src: v["status"] for src, v in pairs.items()}, {src: v["digests"] for src, v in pairs.items()})
+    return Verdicts({src: v["status"] for src, v in pairs.items()}, {src: v["digests"] for src, v in pairs.items()},
+                    data.get("synthetic_sources"))
 
 
 def _read_verdicts(folder: Path, annotator: str, expected: set[str], names=None) -> dict[str, dict]:
@@ -580,6 +585,7 @@ def safety_import(cfg: SafetyImportConfig) -> dict:
     out = {"version": SAFETY_VERSION, "name": cfg.name, "annotators": annotators,
            "annotators_are": cfg.annotators_are,
            "rounds": rounds, "key_sha256": digest.hexdigest(),
+           **({"synthetic_sources": info["synthetic_sources"]} if info.get("synthetic_sources") else {}),
            "subsets": summary, "pairs": pairs_out}
     verdicts_path(cfg.name, cfg.root).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return out

@@ -76,6 +76,8 @@ def _safety_section(a: dict | None, dropped: dict) -> str:
     who = a.get("annotators_are") or "not recorded"
     rows = []
     for s, v in a["subsets"].items():
+        if v.get("test_pairs_shipped") is None:  # a subset this build did not make
+            continue
         kappa = "undefined" if v["cohen_kappa"] is None else f"{v['cohen_kappa']:.3f}"
         pre = ", ".join(f"{r} {n:,}" for r, n in sorted(v["prefilter_dropped"].items())) or "none"
         own = ", ".join(f"{k} {x:.2f}" for k, x in v["agreement_with_source_label"].items())

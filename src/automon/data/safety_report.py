@@ -71,7 +71,8 @@ def manifest_entry(name: str, requested: dict[str, int], shipped: dict[str, int]
     data = json.loads(raw)
     subsets = {}
     for s, v in data["subsets"].items():
-        subsets[s] = {**v, "test_pairs_requested": requested.get(s), "test_pairs_shipped": shipped.get(s)}
+        if s in requested:  # the subsets this build made
+            subsets[s] = {**v, "test_pairs_requested": requested[s], "test_pairs_shipped": shipped.get(s)}
     return {"name": name, "verdicts_sha256": hashlib.sha256(raw).hexdigest(), "version": data["version"],
             "annotators": data["annotators"], "annotators_are": data.get("annotators_are", ""),
             "rounds": data.get("rounds", 1), "subsets": subsets,

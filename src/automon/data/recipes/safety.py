@@ -11,6 +11,7 @@ change is only in comments, tests or the order of statements. The pre-filters (`
 from __future__ import annotations
 
 import ast
+import logging
 import re
 from dataclasses import dataclass, replace
 from typing import Iterable
@@ -20,6 +21,8 @@ from automon.data.recipes.common import short_hash, text_key
 from automon.data.recipes.safety_filters import (SVEN_MAX_LINES, hh_pair_problem, strip_label_comments,
                                                  sven_pair_problem, too_long_to_read)
 from automon.sources import Row
+
+log = logging.getLogger("automon.data")
 
 _TURN = re.compile(r"\n\n(Human|Assistant): ")
 
@@ -92,6 +95,7 @@ class Verdicts:
     treated as never annotated."""
     status: dict  # source -> "kept" | "rejected" | "disputed"
     digests: dict  # source -> [misbehavior digest, benign digest]
+    synthetic: str | None = None  # the synthetic source tree's marker when exported from one
 
 
 def _annotated(item: Item, verdicts: Verdicts | None, drops: Drops) -> Item | None:
@@ -233,9 +237,24 @@ def _verdicts(ctx, subset: str) -> Verdicts | None:
     name = ctx.cfg.wordings.safety_annotations
     if not name:
         return None
-    from automon.data.annotate import load_verdicts
+    from automon.data.annotate import AnnotationError, load_verdicts
+    from automon.sources.synthetic import synthetic_marker
 
-    return load_verdicts(name, subset)
+    verdicts = load_verdicts(name, subset)
+    synthetic = synthetic_marker(ctx.cfg.sources.root)
+    if verdicts.synthetic and not synthetic:
+        raise AnnotationError(f"annotations/{name} annotate a synthetic source tree ({verdicts.synthetic}), this "
+                              "build reads real sources", "wordings.safety_annotations",
+                              "export and annotate the real sources, or build from the synthetic tree")
+    if synthetic and not verdicts.synthetic:
+        # The annotators read the real sources' texts: none of a synthetic tree's pairs were read, and
+        # filtering by them would leave no test pair (the card's synthetic banner says its numbers mean
+        # nothing anyway). A synthetic build's pairs are pre-filtered and test unannotated; annotations
+        # exported from a synthetic tree (tests) do apply to it.
+        log.warning("%s: annotations/%s annotate the real sources; not applied to this synthetic source tree",
+                    subset, name)
+        return None
+    return verdicts
 
 
 def _capped(ctx, subset: str, items: list[Item], verdicts: Verdicts | None) -> list[Item]:
