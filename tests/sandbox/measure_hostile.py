@@ -1,15 +1,14 @@
 """What the hostile programs of test_hostile.py get, measured, per isolation mode (the figures
 docs/security.md quotes): kernel memory held in socket and pipe buffers, bytes written to any
 writable place, and how long a colliding reply and a signal-deaf test hold the grader; then the
-median wall time of a plain and of a graded job (one worker).
+time a plain and a graded job take through a pool of 2 workers (--timing: that only).
 
-    .venv/bin/python tests/sandbox/measure_hostile.py [bwrap] [unshare]
+    .venv/bin/python tests/sandbox/measure_hostile.py [--timing] [bwrap] [unshare]
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 
@@ -21,7 +20,7 @@ from automon.sandbox import Limits, Sandbox  # noqa: E402
 from automon.sandbox.grading import hidden_job, hidden_tests, hidden_verdict  # noqa: E402
 
 
-def measure(mode: str) -> str:
+def hostile(mode: str) -> str:
     tight = Limits(timeout_s=20, cpu_s=10, memory_mb=128)
     with Sandbox(tight, workers=1, isolation=mode) as sb:
         kernel = sb.run(h.KERNEL_HOARD)
@@ -33,17 +32,28 @@ def measure(mode: str) -> str:
         t0 = time.monotonic()
         deaf = sb.run_jobs([hidden_job(h.CORRECT, h.DEAF_GRADER)], Limits(timeout_s=0.5, memory_mb=256))[0]
         deaf_s = time.monotonic() - t0
-        plain = sb.run_many(["print(1)"] * 100, Limits(timeout_s=5))
-        same = hidden_tests("assert f(1) == 1\n", remote=("f",))
-        graded = sb.run_jobs([hidden_job("def f(x):\n    return x\n", same)] * 100, Limits(timeout_s=5))
     return (f"{mode}: kernel buffers held {kernel.stdout.strip() or '-'} MB (memory_mb=128); "
             f"written {written} MB (memory_mb=128{', ended: over the memory limit' if 'memory limit' in files.stderr else ''}); "
             f"colliding reply {colliding:.1f} s (deadline 3 s, verdict {hidden_verdict(g)}); "
-            f"deaf grader {deaf_s:.1f} s (deadline 1.5 s, {deaf.grader.status}); "
-            f"median job wall: plain {statistics.median(r.wall_s for r in plain) * 1000:.1f} ms, "
-            f"graded {statistics.median(x.grader.wall_s for x in graded) * 1000:.1f} ms")
+            f"deaf grader {deaf_s:.1f} s (deadline 1.5 s, {deaf.grader.status})")
+
+
+def timing(mode: str, n: int = 300) -> str:
+    """Jobs through a pool of 2 workers, as the build runs them: plain, then graded."""
+    same = hidden_tests("assert f(1) == 1\nassert f(2) == 2\n", remote=("f",))
+    with Sandbox(Limits(timeout_s=5), workers=2, isolation=mode) as sb:
+        sb.run_many(["print(1)"] * 20)
+        t0 = time.perf_counter()
+        sb.run_many(["print(1)"] * n)
+        plain = (time.perf_counter() - t0) / n
+        t0 = time.perf_counter()
+        sb.run_jobs([hidden_job("def f(x):\n    return x\n", same)] * n)
+        graded = (time.perf_counter() - t0) / n
+    return f"{mode}: {plain * 1000:.1f} ms a plain job, {graded * 1000:.1f} ms a graded job (2 workers, {n} jobs)"
 
 
 if __name__ == "__main__":
-    for mode in sys.argv[1:] or ["bwrap", "unshare"]:
-        print(measure(mode), flush=True)
+    args = sys.argv[1:]
+    only_timing = "--timing" in args
+    for mode in [a for a in args if a != "--timing"] or ["bwrap", "unshare"]:
+        print(timing(mode) if only_timing else f"{hostile(mode)}\n{timing(mode)}", flush=True)

@@ -95,8 +95,10 @@ def test_wall_timeout_kills_busy_and_sleeping_programs(sb):
 def test_cpu_limit_stops_busy_loops_independently_of_wall_time(sb):
     busy, light = sb.run_many(["while True: pass", "import time\ntime.sleep(0.5)\nprint('done')"],
                               Limits(timeout_s=20, memory_mb=256, cpu_s=0.3))
-    assert busy.status == "signaled" and busy.signal == signal.SIGPROF
-    assert 0.25 < busy.cpu_s < 1.5  # CPU time: the same on a loaded machine; SIGPROF says it was not the wall limit
+    # Contained, the program is its PID namespace's init, which its own SIGPROF does not end: the
+    # zygote's count of the tree's CPU time does (SIGXCPU). Either says it was not the wall limit.
+    assert busy.status == "signaled" and busy.signal == signal.SIGXCPU
+    assert 0.25 < busy.cpu_s < 1.5  # CPU time: the same on a loaded machine
     assert light.ok and light.stdout == "done\n"  # sleeping uses no CPU time
 
 

@@ -141,11 +141,12 @@ def _pivot_root(new: str, old: str) -> None:
 
 def program_namespaces(memory_mb: int, run_dir: str) -> int:
     """In the zygote, before it forks a program: a new mount namespace (a copy of build_root's)
-    with a fresh tmpfs of `memory_mb` on /tmp, and a new PID namespace for the processes it forks
-    next. Nothing a program writes or creates can reach the next one: its files live on a tmpfs
-    only its own namespace holds (freed with its last process), its process ids start afresh
-    (no counter carries over). Returns a descriptor of that /tmp (its usage counts against the
-    program's memory). Once it forked the namespace's init, the caller goes back to its own
+    with a fresh tmpfs of `memory_mb` on /tmp, and a new PID namespace for the process it forks
+    next, the program, which is its PID 1. Nothing a program writes or creates can reach the next
+    one: its files live on a tmpfs only its own namespace holds (freed with its last reference),
+    its process ids start afresh (no counter carries over), and when it exits the kernel kills
+    every process left in its namespace. Returns a descriptor of that /tmp (its usage counts
+    against the program's memory). Once it forked the program, the caller goes back to its own
     namespaces with own_namespaces."""
     unshare(CLONE_NEWNS | CLONE_NEWPID)
     mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={memory_mb}m,mode=0700")
@@ -155,14 +156,9 @@ def program_namespaces(memory_mb: int, run_dir: str) -> int:
 
 def namespaces_of(proc_fd: int) -> tuple[int, int]:
     """Descriptors of this process's mount namespace and of the PID namespace its next children
-    go into, to enter them again later (enter_namespaces)."""
+    go into, to come back to them (own_namespaces)."""
     return (os.open("self/ns/mnt", os.O_RDONLY, dir_fd=proc_fd),
             os.open("self/ns/pid_for_children", os.O_RDONLY, dir_fd=proc_fd))
-
-
-def enter_namespaces(ns: tuple[int, int]) -> None:
-    setns(ns[0], CLONE_NEWNS)
-    setns(ns[1], CLONE_NEWPID)
 
 
 def own_namespaces(own: tuple[int, int]) -> None:
@@ -189,7 +185,9 @@ def drop_caps() -> None:
 
 def rlimits(limits: Limits, tasks: int | None) -> None:
     # ITIMER_PROF counts this process's CPU time with sub-second precision; its SIGPROF ends the
-    # process. RLIMIT_CPU (whole seconds) backs it up should the program reset the timer.
+    # process, unless it is its PID namespace's init (a contained program's main process), which
+    # ignores it: the zygote's count of the tree's CPU time ends that one. RLIMIT_CPU (whole
+    # seconds) backs both up: its hard limit's SIGKILL reaches an init too.
     signal.setitimer(signal.ITIMER_PROF, limits.cpu_limit)
     backstop = int(limits.cpu_limit) + 2
     resource.setrlimit(resource.RLIMIT_CPU, (backstop, backstop + 1))

@@ -155,7 +155,7 @@ class Sandbox:
             fd = None
             if group is not None:
                 self._groups.append(group)
-                group.set_max(self.limits.processes + 3)
+                group.set_max(self.limits.processes + 1)
                 fd = group.procs_fd()
             try:
                 p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -215,8 +215,8 @@ class Sandbox:
 
     def _run_jobs(self, jobs: list[Job], limits: Limits) -> list:
         lim = asdict(limits)
-        for group in self._groups:  # the zygote, the program's init, the next one's, the program's tasks
-            group.set_max(limits.processes + 3)
+        for group in self._groups:  # the zygote and the program's tasks
+            group.set_max(limits.processes + 1)
         results: list = [None] * len(jobs)
         todo = []
         for i, job in enumerate(jobs):

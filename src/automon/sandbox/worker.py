@@ -17,16 +17,17 @@ and nothing of one program reaches the next:
   test or a program's text: the worker hands it a memfd holding the program (read by the program's
   process itself), the program's ends of the call pipes and the limits. Once, it builds the
   programs' file system (confine.build_root: a read-only minimal root, six device nodes, nothing
-  writable). For each program it makes fresh mount and PID namespaces ready (a new tmpfs /tmp;
-  process ids from 1, under an init that only reaps orphans), while the program before runs, and
-  forks into them
-- the PROGRAM, which inherits only the zygote's memory (preloaded modules, nothing of any job),
-  drops every capability, installs a seccomp filter and runs under rlimits. The zygote watches its
-  tree: wall deadline, the CPU time, memory (its /tmp included) and tasks of every process in its
-  namespace; when the program's main process ends, or the tree goes over a limit, every process
-  left is killed (the zygote kills the namespace's init, and the kernel every process in it): no
-  `setsid` + double fork outlives its run, and nothing a program wrote, started or counted is
-  there for the next.
+  writable). For each program it enters fresh mount and PID namespaces (a new tmpfs /tmp;
+  process ids from 1) and forks into them
+- the PROGRAM, PID 1 of its namespace, which inherits only the zygote's memory (preloaded modules,
+  nothing of any job), drops every capability, installs a seccomp filter and runs under rlimits.
+  The zygote watches its tree: wall deadline, the CPU time, memory (its /tmp included) and tasks
+  of every process in its namespace; when the program's main process ends the kernel kills every
+  process left in its namespace, and when the tree goes over a limit the zygote kills them all
+  (kill(-1) from the namespace above): no `setsid` + double fork outlives its run, and nothing a
+  program wrote, started or counted is there for the next. Being PID 1, a program differs from
+  `python prog.py` in what any init differs in: a signal its own tree sends it with the default
+  action is ignored (SIGKILL included), and orphans of its tree become its children.
 
 Isolation none (asked for by name only): the same processes without namespaces; a program runs in
 a directory of its own, removed after it, and its tree is every descendant of the zygote (a child
@@ -100,59 +101,14 @@ def _program(mode: str, limits: Limits, source_fd: int, calls: tuple[int, int] |
     return run_program(program, calls)
 
 
-def _fork_init() -> int:
-    """PID 1 of a program's fresh PID namespace (the first process forked into it): it only reaps
-    the orphans of the program's tree. The program itself is the zygote's child, so the zygote
-    reads its exit status and resource usage directly. Holds no descriptor: a pipe it kept open
-    would never report the program's end."""
-    pid = os.fork()
-    if pid:
-        return pid
-    try:
-        confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        os.closerange(0, 1 << 16)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        while True:
-            try:
-                while os.waitpid(-1, os.WNOHANG)[0]:
-                    pass
-            except ChildProcessError:
-                pass
-            signal.sigwaitinfo({signal.SIGCHLD})
-    finally:
-        os._exit(0)
-
-
-class _Space:
-    """A program's namespaces, made ready by the zygote before the program arrives: its mount
-    namespace (fresh /tmp, `tmp_fd`), its PID namespace with its init running (`init`), and
-    descriptors to enter both (`ns`)."""
-
-    def __init__(self, memory_mb: int, tmp_fd: int, init: int, ns: tuple[int, int]):
-        self.memory_mb, self.tmp_fd, self.init, self.ns = memory_mb, tmp_fd, init, ns
-
-    def end(self) -> None:
-        """Kill everything in it (the kernel kills a PID namespace whose init dies) and let go of
-        the mount namespace (its tmpfs goes with the last reference). The init is reaped before
-        the next program starts (_Zygote.reap_inits), off the path of this program's result."""
-        try:
-            os.kill(self.init, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _close([self.tmp_fd, *self.ns])
-
-
 class _Zygote:
     """Serves the worker's requests on `sock`, one program at a time. Contained, it is the init of
-    the PID namespace the programs' own namespaces nest in, and it makes each program's namespaces
-    ready while the program before runs (a fork saved from every program's start)."""
+    the PID namespace the programs' own namespaces nest in."""
 
     def __init__(self, mode: str, base: str, sock: socket.socket | None, root: list):
         self.mode, self.base, self.sock, self.n = mode, base, sock, 0
         self.contained = mode != ISOLATION_NONE
         self.me = os.getpid()
-        self.ready: _Space | None = None
-        self.dying: list[int] = []
         if self.contained:
             self.proc_fd, self.own_ns = confine.build_root(root)
         else:
@@ -171,59 +127,25 @@ class _Zygote:
                           0.0, 0.0]
             sock_send(self.sock, result)
 
-    def _space(self, memory_mb: int) -> _Space:
-        """Fresh namespaces for one program (confine.program_namespaces), their init forked."""
-        tmp_fd = confine.program_namespaces(memory_mb, _RUN_DIR)
-        try:
-            init = _fork_init()
-            ns = confine.namespaces_of(self.proc_fd)
-        finally:
-            confine.own_namespaces(self.own_ns)
-        return _Space(memory_mb, tmp_fd, init, ns)
-
-    def _take_space(self, memory_mb: int) -> _Space:
-        space, self.ready = self.ready, None
-        if space is not None and space.memory_mb != memory_mb:  # made for other limits
-            self._end_space(space)
-            self.reap_inits()
-            space = None
-        return space or self._space(memory_mb)
-
-    def _end_space(self, space: _Space) -> None:
-        space.end()
-        self.dying.append(space.init)
-
-    def reap_inits(self) -> None:
-        """Reap the inits of namespaces ended before (killed: by the next request they are
-        usually gone), so that they no longer count against the next program's tasks."""
-        while self.dying:
-            try:
-                os.waitpid(self.dying.pop(), 0)
-            except ChildProcessError:
-                pass
-
     def run(self, req: dict, fds: list[int]) -> list:
         self.n += 1
         limits = Limits(**req["limits"])
         source_fd, calls = fds[0], (tuple(fds[1:3]) if req["graded"] else None)
         t0 = time.monotonic()
         # Tasks of the sandbox's user in the zygote's user namespace while the program runs: the
-        # process that waits for the zygote, the zygote, the program's init, the next program's
-        # init, and the program's own.
-        tasks = 4 + limits.processes
-        self.reap_inits()
+        # process that waits for the zygote, the zygote, and the program's own.
+        tasks = 2 + limits.processes
         run_dir = _RUN_DIR if self.contained else os.path.join(self.base, str(self.n))
-        space = proc = None
+        tmp_fd = proc = None
         try:
             if self.contained:
-                space = self._take_space(limits.memory_mb)
-                confine.enter_namespaces(space.ns)
+                # Fresh mount and PID namespaces: the program, the first process forked into them,
+                # is their PID 1 (see confine.program_namespaces).
+                tmp_fd = confine.program_namespaces(limits.memory_mb, run_dir)
                 try:
                     proc = spawn(lambda: _program(self.mode, limits, source_fd, calls, tasks), limits, tuple(fds))
                 finally:
                     confine.own_namespaces(self.own_ns)
-                _close(fds)
-                self.ready = self._space(limits.memory_mb)  # the next program's, while this one runs
             else:
                 os.mkdir(run_dir, 0o700)
 
@@ -233,23 +155,23 @@ class _Zygote:
                     return _program(self.mode, limits, source_fd, calls, tasks)
 
                 proc = spawn(uncontained, limits, tuple(fds))
-                _close(fds)
-            timed_out = self._watch(proc, limits, t0 + limits.timeout_s, space)
+            _close(fds)
+            timed_out = self._watch(proc, limits, t0 + limits.timeout_s, tmp_fd)
         finally:
             _close(fds)
-            self._kill_tree(space)
+            self._kill_tree()
             if proc is not None:
                 proc.finish()
-            if space is not None:
-                self._end_space(space)
-            else:
+            if tmp_fd is not None:
+                os.close(tmp_fd)  # the program's mount namespace, and its tmpfs, go with this last reference
+            if not self.contained:
                 self._reap()
                 remove_tree(run_dir)
         result = proc.result(t0, timed_out)
         proc.close()
         return result
 
-    def _watch(self, proc: Proc, limits: Limits, deadline: float, space: _Space | None) -> bool:
+    def _watch(self, proc: Proc, limits: Limits, deadline: float, tmp_fd: int | None) -> bool:
         """Wait until the program exited and its pipes closed, or the deadline (True). Every
         _SCAN_S its tree's total CPU time, memory and tasks are checked; once its main process
         ended, the rest of its tree is ended too (left running, it could hold the pipes, and the
@@ -264,34 +186,32 @@ class _Zygote:
             proc.step(ready)
             if proc.reaped is not None:
                 if not ended:
-                    self._kill_tree(space)
+                    self._kill_tree()
                     ended = True
             elif time.monotonic() >= next_scan:
                 next_scan = time.monotonic() + _SCAN_S
-                cpu, mem, tasks = self._usage(space)
+                cpu, mem, tasks = self._usage(tmp_fd)
                 over = ("cpu" if cpu > limits.cpu_limit * 1.05 + 0.05 else
                         "memory" if mem > limits.memory_mb * 1024 * 1024 else
                         "processes" if tasks > limits.processes else None)
                 if over:
                     proc.killed_for = over
-                    self._kill_tree(space)
+                    self._kill_tree()
         return False
 
-    def _usage(self, space: _Space | None) -> tuple[float, int, int]:
-        if space is None:
-            return _usage(self.proc_fd, [(p, False) for p in _descendants(self.proc_fd, self.me)])
+    def _usage(self, tmp_fd: int | None) -> tuple[float, int, int]:
+        if tmp_fd is None:
+            return _usage(self.proc_fd, _descendants(self.proc_fd, self.me))
         cpu, mem, tasks = _usage(self.proc_fd, _namespace_members(self.proc_fd))
-        st = os.fstatvfs(space.tmp_fd)  # the program's files are memory too (tmpfs)
+        st = os.fstatvfs(tmp_fd)  # the program's files are memory too (tmpfs)
         return cpu, mem + (st.f_blocks - st.f_bfree) * st.f_frsize, tasks
 
-    def _kill_tree(self, space: _Space | None) -> None:
-        if space is not None:
-            try:  # the kernel then kills every process of the program's PID namespace
-                os.kill(space.init, signal.SIGKILL)
+    def _kill_tree(self) -> None:
+        if self.contained:
+            try:
+                os.kill(-1, signal.SIGKILL)  # from init: every process of the namespace (and those nested) but itself
             except ProcessLookupError:
                 pass
-            return
-        if self.contained:
             return
         for _ in range(1000):  # until no live descendant is left (each round kills what the last one forked)
             pids = _descendants(self.proc_fd, self.me)
@@ -368,11 +288,11 @@ def _read(dir_fd: int, path: str) -> bytes:
         os.close(fd)
 
 
-def _namespace_members(proc_fd: int) -> list[tuple[str, bool]]:
-    """The running program's processes, as (pid in proc_fd's /proc, whether it is its namespace's
-    init): every process in the zygote's PID namespace or one nested in it, but the zygote.
-    `proc_fd` is the worker's /proc, one level up: NSpid lists a process's pid there, then in the
-    zygote's namespace (where the zygote is 1), then in the program's (where its init is 1)."""
+def _namespace_members(proc_fd: int) -> list[str]:
+    """The running program's processes (pids in proc_fd's /proc): every process in the zygote's PID
+    namespace or one nested in it, but the zygote. `proc_fd` is the worker's /proc, one level up:
+    NSpid lists a process's pid there, then in the zygote's namespace (where the zygote is 1), then
+    in the program's (where the program is 1)."""
     out = []
     for name in os.listdir(proc_fd):
         if not name.isdigit():
@@ -382,9 +302,8 @@ def _namespace_members(proc_fd: int) -> list[tuple[str, bool]]:
         except OSError:
             continue
         ns_pids = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith(b"NSpid:")), [])
-        if len(ns_pids) < 2 or ns_pids[1] == b"1":
-            continue
-        out.append((name, len(ns_pids) > 2 and ns_pids[2] == b"1"))
+        if len(ns_pids) >= 2 and ns_pids[1] != b"1":
+            out.append(name)
     return out
 
 
@@ -409,18 +328,16 @@ def _descendants(proc_fd: int, root: int) -> list[int]:
 
 
 def _usage(proc_fd: int, members) -> tuple[float, int, int]:
-    """CPU seconds (live processes and the children they reaped), memory (proportional set size:
-    a page shared by n processes counts 1/n in each, so forked children are not charged for their
-    parent's pages; the resident size where that is not readable) and tasks of `members` ((pid,
-    is_init) pairs; an init counts for the CPU time of the orphans it reaped only)."""
+    """CPU seconds (live processes and the children they reaped; a zombie's own), memory
+    (proportional set size: a page shared by n processes counts 1/n in each, so forked children
+    are not charged for their parent's pages; the resident size where that is not readable) and
+    tasks of the processes `members`."""
     tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
     cpu, mem, tasks = 0, 0, 0
-    for pid, is_init in members:
+    for pid in members:
         try:
             fields = _read(proc_fd, f"{pid}/stat").rsplit(b")", 1)[1].split()
             cpu += sum(int(x) for x in fields[11:15])
-            if is_init:
-                continue
             tasks += int(fields[17])
             try:
                 rollup = _read(proc_fd, f"{pid}/smaps_rollup")
