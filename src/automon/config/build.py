@@ -51,8 +51,12 @@ class SandboxConfig:
     isolation: str = "auto"  # auto (bwrap, else unshare) | bwrap | unshare | none (no isolation: docs/security.md)
 
     def __post_init__(self):
+        from automon.errors import UserError
         from automon.sandbox.isolation import candidates
-        candidates(self.isolation)  # ValueError naming the valid modes
+        try:
+            candidates(self.isolation)  # ValueError naming the valid modes
+        except ValueError as e:  # the build's entry reports user errors, not ValueError, in one line
+            raise UserError(str(e), "sandbox.isolation", "see docs/security.md") from None
 
 
 @dataclass

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 WANDB_MODES = ("offline", "online", "disabled")
+DTYPES = ("bfloat16", "float16", "float32", "auto")
 
 
 def wandb_key_found() -> bool:
@@ -41,4 +42,23 @@ def wandb_problem(w: Any) -> str | None:
             ensure_writable_dir(w.dir, "wandb.dir")
         except OutDirError as e:
             return e.line()
+    return None
+
+
+def common_problem(c: Any) -> str | None:
+    """The sections training and evaluation share (model, data, wandb, output_dir): an empty name or
+    path means nothing here (output_dir= would write into the current directory), and a context length
+    below a prompt's size is no model's."""
+    m = c.model
+    for key, value in (("model.name", m.name), ("model.pretrained", m.pretrained), ("data.dir", c.data.dir),
+                       ("wandb.project", c.wandb.project)):
+        if not str(value).strip():
+            return f"{key}= is empty ({key}); give a value (the default comes from the chosen model= / the schema)"
+    for key in ("output_dir", "wandb.dir"):
+        value = c.wandb.dir if key == "wandb.dir" else c.output_dir
+        if value is not None and not str(value).strip():
+            return f"{key}= is empty ({key}); give a directory, or {key}=null for the default"
+    if m.max_position_embeddings < 256:
+        return (f"model.max_position_embeddings={m.max_position_embeddings} is out of range "
+                "(model.max_position_embeddings); use the model's context length (>= 256)")
     return None

@@ -132,11 +132,17 @@ class HoldoutConfig:
                            ("ood.seed", self.ood.seed)):
             if value < 0:
                 raise ConfigError(f"{key}={value} is out of range; use a seed >= 0")
-        from automon.config.checks import wandb_problem
+        from automon.config.checks import common_problem, wandb_problem
 
-        problem = wandb_problem(self.wandb)
+        problem = (common_problem(self) if self.backend.local_model else None) or wandb_problem(self.wandb)
         if problem:
             raise ConfigError(problem)
+        if getattr(b, "max_new_tokens", 1) < 1:
+            raise ConfigError(f"backend.max_new_tokens={b.max_new_tokens} is out of range; use a value >= 1")
+        from automon.config.checks import DTYPES
+
+        if self.backend.local_model and self.model.dtype not in DTYPES:
+            raise ConfigError(f"model.dtype={self.model.dtype!r} is not a valid value; use one of: {', '.join(DTYPES)}")
         if self.shots_max_chars < 1:
             raise ConfigError(f"shots_max_chars={self.shots_max_chars} is out of range; use a value >= 1")
         if self.adapter and self.sweep_dir:
@@ -182,14 +188,7 @@ class HoldoutConfig:
             raise ConfigError(f"fusion={self.fusion!r}; choose one of {', '.join(FUSIONS)}")
         if bool(self.detectors) != (self.fusion is not None):
             raise ConfigError("detectors and fusion go together: e.g. detectors=[mahalanobis,perplexity] fusion=lambda")
-        if self.fusion is None:
-            return
-        if not self.backend.local_weights or self.model.name == "api":
-            raise ConfigError(f"OOD detectors read a local model's hidden states and logprobs; backend={self.backend.name} "
-                              f"with model={self.model.name} has none: use backend=hf (or vllm/probe) with a local model")
-        if get_template(self.prompt.name).kind != "direct":
-            raise ConfigError("fusion adds detector scores to the monitor's P(yes): use a direct prompt")
-        o = self.ood
+        o = self.ood  # checked with or without fusion: far_reference reads ood.cap and ood.seed too
         if o.gaussian not in GAUSSIAN_FITS:
             raise ConfigError(f"ood.gaussian={o.gaussian!r}; choose one of {', '.join(GAUSSIAN_FITS)}")
         if o.pooling not in POOLINGS:
@@ -204,6 +203,13 @@ class HoldoutConfig:
         if o.cap < 4 or o.knn_k < 1 or o.batch_size < 1 or min(o.max_length, o.ppl_max_length) < 8:
             raise ConfigError("ood.cap must be >= 4, ood.knn_k and ood.batch_size >= 1, ood.max_length and "
                               "ood.ppl_max_length >= 8")
+        if self.fusion is None:
+            return
+        if not self.backend.local_weights or self.model.name == "api":
+            raise ConfigError(f"OOD detectors read a local model's hidden states and logprobs; backend={self.backend.name} "
+                              f"with model={self.model.name} has none: use backend=hf (or vllm/probe) with a local model")
+        if get_template(self.prompt.name).kind != "direct":
+            raise ConfigError("fusion adds detector scores to the monitor's P(yes): use a direct prompt")
         if "knn" in self.detectors and o.knn_k > o.cap:
             raise ConfigError(f"ood.knn_k={o.knn_k} is more than the ood.cap={o.cap} in-distribution samples per label")
 

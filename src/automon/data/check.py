@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from automon.config.sg_code import STRATEGIES
 from automon.config.wordings import SG_CODE_TEMPLATES
 from automon.errors import UserError, at_least, one_of
@@ -30,6 +32,9 @@ def check_config(cfg) -> None:
         raise BuildError(f"the config has no test.<name> size for {unsized}: compose it after "
                          "automon.config.build.register() has run with those subsets registered")
     one_of("generator", cfg.generator, ("template", "policy"), BuildError)
+    from automon.sandbox.isolation import MODES
+
+    one_of("sandbox.isolation", cfg.sandbox.isolation, ("auto", *MODES), BuildError)
     if cfg.generator == "policy":
         _check_policy(cfg)
     one_of("sources.on_malformed", cfg.sources.on_malformed, ON_MALFORMED, BuildError)
@@ -42,6 +47,29 @@ def check_config(cfg) -> None:
         if not 0.5 <= getattr(cfg.audit, key) <= 1.0:
             raise BuildError(f"audit.{key}={getattr(cfg.audit, key)} is out of range", f"audit.{key}",
                              "use a value in [0.5, 1]: 0.5 is chance")
+    a = cfg.audit
+    at_least("seed", cfg.seed, 0, BuildError)
+    for key, low in (("top_ngrams", 1), ("seed", 0), ("char_max_chars", 1), ("minilm_max_length", 8),
+                     ("cv_folds", 2), ("z_min_count", 1), ("hard_splits", 1)):
+        at_least(f"audit.{key}", getattr(a, key), low, BuildError)
+    if a.minilm_pairs is not None:
+        at_least("audit.minilm_pairs", a.minilm_pairs, 1, BuildError)
+    for key, low, high in (("z_alpha", 0.0, 1.0), ("hard_tau", 0.0, 1.0)):
+        v = getattr(a, key)
+        if not low < v <= high:  # nan fails too
+            raise BuildError(f"audit.{key}={v} is out of range", f"audit.{key}", f"use a value in ({low}, {high}]")
+    if not a.members:
+        raise BuildError("audit.members is empty", "audit.members", "name at least one baseline, e.g. [word]")
+    for key in ("out", "sources.root", "sources.checksums"):
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not str(value).strip():
+            raise BuildError(f"{key}= is empty", key, f"give a path{'' if key == 'out' else f', or {key}=null'}")
+    if not str(cfg.wordings.version).strip():
+        raise BuildError("wordings.version= is empty", "wordings.version", "choose a version, e.g. wordings=v4")
+    for key, value in cfg.wordings.items():  # the phrase lists recipes choose from: never empty
+        if OmegaConf.is_list(value) and len(value) == 0:
+            raise BuildError(f"wordings.{key} is empty", f"wordings.{key}",
+                             "give it values, or choose a wordings version (wordings=v4) that has them")
     unknown = [name for name in cfg.sources.revisions if name not in SOURCES]
     if unknown:
         raise BuildError(f"sources.revisions names unknown source(s) {unknown}", "sources.revisions",
@@ -63,7 +91,7 @@ def check_config(cfg) -> None:
                              f"{unknown}", "sg_code.strategies", f"name some of: {', '.join(STRATEGIES)}")
         for key in ("visible_tests", "train_strategies_per_item", "workers", "memory_mb"):
             at_least(f"sg_code.{key}", getattr(cfg.sg_code, key), 1, BuildError)
-        if cfg.sg_code.timeout_s <= 0:
+        if not cfg.sg_code.timeout_s > 0:  # nan too
             raise BuildError(f"sg_code.timeout_s={cfg.sg_code.timeout_s} is out of range", "sg_code.timeout_s",
                              "use a positive number of CPU seconds")
 
@@ -85,6 +113,9 @@ def _check_policy(cfg) -> None:
     if p.max_items_per_source is not None:
         at_least("policy.max_items_per_source", p.max_items_per_source, 1, BuildError)
     at_least("policy.max_new_tokens", p.max_new_tokens, 1, BuildError)
+    at_least("policy.seed", p.seed, 0, BuildError)
+    if not str(p.cache).strip():
+        raise BuildError("policy.cache= is empty", "policy.cache", "give a directory (default data/cache/policy)")
     model_config(p.model)  # typos in the model or backend fail here, before any source is read
     backend_config(p.backend, dict(p.backend_args or {}))
 

@@ -46,6 +46,31 @@ def validate(c: PipelineConfig) -> None:
         raise PipelineError(f"train.subsets names a run twice: {c.train.subsets}")
     if c.train.parallel < 1:
         raise PipelineError(f"train.parallel must be >= 1, got {c.train.parallel}")
+    if not c.stages:
+        raise PipelineError(f"stages is empty: nothing to run; name some of: {', '.join(STAGES)}")
+    empty = _empty_strings(c)
+    if empty:  # a name or path given as `key=`: the stages would write into the current directory
+        raise PipelineError(f"{empty}= is empty; give a value, or {empty}=null where the schema allows null")
+    if c.sources.synthetic_n < 1 or c.sources.synthetic_seed < 0:
+        raise PipelineError(f"sources.synthetic_n={c.sources.synthetic_n} (>= 1) and sources.synthetic_seed="
+                            f"{c.sources.synthetic_seed} (>= 0) are out of range")
+
+
+def _empty_strings(node: Any, prefix: str = "") -> str | None:
+    """The first string setting of the pipeline config that is empty (in lists too), e.g. name=, eval.out=."""
+    import dataclasses
+
+    for f in dataclasses.fields(node):
+        v, key = getattr(node, f.name), prefix + f.name
+        if dataclasses.is_dataclass(v):
+            found = _empty_strings(v, key + ".")
+            if found:
+                return found
+        elif isinstance(v, str) and not v.strip():
+            return key
+        elif isinstance(v, list) and any(isinstance(x, str) and not x.strip() for x in v):
+            return key
+    return None
 
 
 class Pipeline:

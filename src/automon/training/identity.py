@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 import automon.training.rundir as rd
-from automon.config.checks import wandb_problem
+from automon.config.checks import common_problem, wandb_problem
 from automon.config.train import LORA_TARGETS, LR_SCHEDULERS, LoraSection, SFTConfig, TrainSection
 from automon.data.io import Build, load_build
 from automon.prompts import PROMPT_NAMES
@@ -64,6 +64,8 @@ def validate(c: SFTConfig) -> None:
          "the loss reads lm_head.weight directly)"),
         (not bad_targets, f"train.lora.targets names {bad_targets}, which are not projections of the models "
                           f"automon trains (train.lora.targets); use some of: {', '.join(LORA_TARGETS)}"),
+        (bool(c.trainer.attn_implementation.strip()),
+         "trainer.attn_implementation= is empty (trainer.attn_implementation); use e.g. sdpa (the default) or eager"),
         (t.seed >= 0, f"train.seed={t.seed} is out of range (train.seed); use a value >= 0"),
         (t.lr_scheduler in LR_SCHEDULERS, f"train.lr_scheduler={t.lr_scheduler!r} is not a valid value "
                                           f"(train.lr_scheduler); use one of: {', '.join(LR_SCHEDULERS)}"),
@@ -90,7 +92,7 @@ def validate(c: SFTConfig) -> None:
     for ok, msg in checks:
         if not ok:
             raise TrainConfigError(msg)
-    problem = wandb_problem(c.wandb)
+    problem = common_problem(c) or wandb_problem(c.wandb)
     if problem:
         raise TrainConfigError(problem)
 

@@ -1,0 +1,193 @@
+"""Every key of every entry point's typed config, tried the way a careless user or a hostile tester
+would: a value of the wrong type, an out-of-range value and an empty value. Each must be refused at
+start-up, by the checks the entry point runs before any expensive work (composing the config, its typed
+checks), with an error the entry point reports as one `error:` line and exit 2 (automon.errors.entry),
+never with another exception (a traceback). A value that is fine for a key is listed in ACCEPTED with
+the reason (`_accepted`); a new key that is not refused and not listed fails this test.
+
+The probes run in-process (the same compose and checks as the scripts, milliseconds each); a sample of
+them runs through the real scripts at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import typing
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from support import CONF, REPO, one_error_line, run_holdout, run_sft
+from automon.errors import ConfigError, UserError
+
+WRONG = "wrong type"
+RANGE = "out of range"
+EMPTY = "empty"
+
+def _accepted(stage: str, key: str, probe: str) -> str | None:
+    """Why (stage, key, probe) may be accepted at start-up, or None (then it must be refused)."""
+    rules = [
+        (probe == EMPTY and (stage, key) in {("sft", "model.revision"), ("holdout", "model.revision"),
+                                             ("sft", "wandb.entity"), ("holdout", "wandb.entity")},
+         "empty is the default: the hub's main revision, your default wandb entity"),
+        (probe == EMPTY and (stage, key) == ("build", "wordings.safety_annotations"),
+         "empty is the default: no safety annotations"),
+        (probe == RANGE and key == "ood.layer", "a negative layer counts from the last (-1: the last)"),
+        (probe == EMPTY and (stage, key) in {("holdout", "detectors"), ("holdout", "far_targets")},
+         "the default: no OOD detectors / no extra FAR operating points"),
+        (probe == EMPTY and stage == "pipeline" and (key == "force" or key.endswith("args")),
+         "the default: nothing forced, no extra overrides for a stage"),
+        (stage == "build" and key.startswith("policy."),
+         "used by generator=policy only, and checked then (data.check._check_policy)"),
+        (stage == "build" and key.startswith("sg_code."),
+         "used when sg_code is built, and checked then (data.check.check_config)"),
+    ]
+    for ok, why in rules:
+        if ok:
+            return why
+    return None
+
+
+def _leaves(schema: type, prefix: str = "") -> list[tuple[str, typing.Any]]:
+    """(dotted key, type) of every leaf of a dataclass schema; dict-typed keys are maps, not leaves."""
+    out = []
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        tp = hints[f.name]
+        if typing.get_origin(tp) is typing.Union:
+            tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        key = prefix + f.name
+        if dataclasses.is_dataclass(tp):
+            out += _leaves(tp, key + ".")
+        elif typing.get_origin(tp) in (dict, typing.Dict) or tp is dict:
+            continue
+        else:
+            out.append((key, tp))
+    return out
+
+
+def _probes(tp) -> dict[str, str]:
+    """probe name -> override value for a leaf of type `tp`."""
+    origin = typing.get_origin(tp)
+    if origin in (list, typing.List):
+        return {WRONG: "{a: 1}", EMPTY: "[]"}
+    if tp is bool:
+        return {WRONG: "maybe", EMPTY: "''"}
+    if tp is int:
+        return {WRONG: "abc", RANGE: "-7", EMPTY: "''"}
+    if tp is float:
+        return {WRONG: "abc", RANGE: "nan", EMPTY: "''"}
+    return {WRONG: "[a,b]", EMPTY: "''"}
+
+
+def _start_up(stage: str, overrides: list[str]) -> None:
+    """What the stage's entry point runs before any expensive work; raises what it would report."""
+    if stage == "sft":
+        from automon.training.cli import preflight
+        from automon.training.errors import TrainConfigError
+        from automon.training.identity import validate
+
+        problems = preflight(overrides, CONF)
+        if problems:
+            raise TrainConfigError(problems[0])
+        validate(OmegaConf.to_object(compose(config_name="sft", overrides=overrides)))
+    elif stage == "holdout":
+        OmegaConf.to_object(compose(config_name="holdout", overrides=overrides))
+    elif stage == "build":
+        from automon.data.check import check_config
+
+        check_config(compose(config_name="build", overrides=overrides))  # run_build's first step
+    elif stage == "pipeline":
+        from automon.pipeline.run import validate
+
+        validate(OmegaConf.to_object(compose(config_name="pipeline", overrides=overrides)))
+
+
+BASE = {  # a valid start for each entry point (the rest of its defaults)
+    "sft": ["model=tiny", "subset=sg_qa", "wandb.mode=disabled"],
+    "holdout": ["model=tiny", "backend=hf", "wandb.mode=disabled"],
+    "build": [],
+    "pipeline": ["experiment=smoke"],
+}
+
+
+def _schema(stage: str) -> type:
+    if stage == "sft":
+        from automon.config.train import SFTConfig
+        return SFTConfig
+    if stage == "holdout":
+        from automon.config.eval import HoldoutConfig
+        return HoldoutConfig
+    if stage == "build":
+        from automon.config.build import BuildConfig
+        return BuildConfig
+    from automon.config.pipeline import PipelineConfig
+    return PipelineConfig
+
+
+def _register() -> None:
+    from automon.config import build, eval, pipeline, train
+
+    for m in (build, train, eval, pipeline):
+        m.register()
+
+
+USER = (UserError, ConfigError, HydraException, OmegaConfBaseException)
+
+
+def _verdict(stage: str, key: str, value: str) -> str | None:
+    """None when refused as a user error; 'accepted' when the start-up checks let it through."""
+    from automon.training import USER_ERRORS as TRAIN
+    from automon.evaluation import USER_ERRORS as EVAL
+    from automon.pipeline.stages import PipelineError
+
+    try:
+        _start_up(stage, [*BASE[stage], f"{key}={value}"])
+    except (*USER, *TRAIN, *EVAL, PipelineError):
+        return None
+    return "accepted"
+
+
+@pytest.mark.parametrize("stage", ["sft", "holdout", "build", "pipeline"])
+def test_every_key_refuses_a_wrong_type_an_out_of_range_and_an_empty_value(stage, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative output paths, if any were probed, land here
+    _register()
+    accepted, crashed = [], []
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        _start_up(stage, BASE[stage])  # the base itself is valid
+        for key, tp in _leaves(_schema(stage)):
+            for probe, value in _probes(tp).items():
+                try:
+                    verdict = _verdict(stage, key, value)
+                except Exception as e:  # noqa: BLE001 - a traceback at the entry point
+                    crashed.append(f"{key}={value} ({probe}): {type(e).__name__}: {str(e)[:200]}")
+                    continue
+                if verdict and not _accepted(stage, key, probe):
+                    accepted.append(f"{key}={value} ({probe})")
+    assert not crashed, "\n".join(crashed)
+    assert not accepted, f"{stage}: accepted at start-up:\n" + "\n".join(accepted)
+
+
+def _script(script: str, *overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / script), *overrides], capture_output=True, text=True,
+                          timeout=240, cwd=REPO, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+
+
+def test_a_sample_of_the_probes_through_the_real_scripts_is_one_error_line(tmp_path):
+    """The in-process verdicts above are what the scripts report: one `error:` line, exit 2, in seconds."""
+    one_error_line(run_sft("model=tiny", "subset=sg_qa", "train.lr=nan", f"output_dir={tmp_path / 'r'}"),
+                   "train.lr=nan is not a finite number")
+    one_error_line(run_sft("model=tiny", "subset=sg_qa", "trainer.attn_implementation=", f"output_dir={tmp_path / 'r'}"),
+                   "trainer.attn_implementation= is empty")
+    one_error_line(run_holdout("model=tiny", "backend=hf", "ood.cap=-7", f"output_dir={tmp_path / 'o'}"),
+                   "ood.cap must be >= 4")
+    one_error_line(_script("data_build/build.py", "audit.z_alpha=nan", f"out={tmp_path / 'b'}"),
+                   "audit.z_alpha=nan is out of range")
+    r = _script("pipeline.py", "experiment=smoke", "eval.out=")
+    assert r.returncode == 2 and "eval.out= is empty" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert not any(p.exists() for p in (tmp_path / "r", tmp_path / "o", tmp_path / "b"))
