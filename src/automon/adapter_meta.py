@@ -73,7 +73,8 @@ class AdapterMeta:
             v = d.get(name)
             if name in d and v is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
                 kind = want.__name__ if isinstance(want, type) else " or ".join(t.__name__ for t in want)
-                raise AdapterError(f"{ADAPTER_META_FILE} has {name}={v!r}, not a {kind}", str(p), _RETRAIN)
+                article = "an" if kind[0] in "aeiou" else "a"
+                raise AdapterError(f"{ADAPTER_META_FILE} has {name}={v!r}, not {article} {kind}", str(p), _RETRAIN)
         if d.get("lora_rank") is not None and d["lora_rank"] < 1:
             raise AdapterError(f"{ADAPTER_META_FILE} has lora_rank={d['lora_rank']}, not a rank >= 1", str(p), _RETRAIN)
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -100,7 +100,7 @@ def test_truncated_automon_adapter_json_isone_error_line(tmp_path, build, adapte
 
 
 @pytest.mark.parametrize("field, value, needle", [
-    ("lora_rank", "abc", "lora_rank='abc', not a int"),
+    ("lora_rank", "abc", "lora_rank='abc', not an int"),
     ("lora_rank", 0, "lora_rank=0, not a rank >= 1"),
     ("enable_thinking", "no", "enable_thinking='no', not a bool"),
     ("prompt", 3, "prompt=3, not a str"),
