@@ -1,5 +1,6 @@
-"""A child process the zygote forks and watches (a program): captured, truncated stdio; how it
-ended, as RunResult's fields. Standard library only; imported by worker.py as a top-level module."""
+"""What the zygote watches: a program's process (captured, truncated stdio; how it ended, as
+RunResult's fields) and its whole tree (CPU time, memory and tasks read from /proc; what it left
+on disk, removed). Standard library only; imported by worker.py as a top-level module."""
 
 from __future__ import annotations
 
@@ -150,3 +151,110 @@ def spawn(target, limits: Limits, keep: tuple[int, ...]) -> Proc:
     os.close(out_w)
     os.close(err_w)
     return Proc(pid, out_r, err_r, limits)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory a program left behind, without recursion (it may nest deeper than
+    Python's recursion limit) and by descriptor (deeper than PATH_MAX)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    names: list[str] = []
+    try:
+        while True:
+            sub = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if sub is not None:
+                fd, old = os.open(sub, flags, dir_fd=fd), fd
+                os.close(old)
+                names.append(sub)
+            elif names:
+                fd, old = os.open("..", flags, dir_fd=fd), fd
+                os.close(old)
+                os.rmdir(names.pop(), dir_fd=fd)
+            else:
+                break
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _read(dir_fd: int, path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
+def namespace_members(proc_fd: int) -> list[str]:
+    """The running program's processes (pids in proc_fd's /proc): every process in the zygote's PID
+    namespace or one nested in it, but the zygote. `proc_fd` is the worker's /proc, one level up:
+    NSpid lists a process's pid there, then in the zygote's namespace (where the zygote is 1), then
+    in the program's (where the program is 1)."""
+    out = []
+    for name in os.listdir(proc_fd):
+        if not name.isdigit():
+            continue
+        try:
+            status = _read(proc_fd, f"{name}/status")
+        except OSError:
+            continue
+        ns_pids = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith(b"NSpid:")), [])
+        if len(ns_pids) >= 2 and ns_pids[1] != b"1":
+            out.append(name)
+    return out
+
+
+def descendants(proc_fd: int, root: int) -> list[int]:
+    """Every live descendant of process `root` (isolation none: the zygote is a child subreaper,
+    so a program's orphans stay its descendants; a zombie has none left)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir(proc_fd):
+        if name.isdigit():
+            try:
+                state, ppid = _read(proc_fd, f"{name}/stat").rsplit(b")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if state != b"Z":
+                children.setdefault(int(ppid), []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def tree_usage(proc_fd: int, members) -> tuple[float, int, int]:
+    """CPU seconds (live processes and the children they reaped; a zombie's own), memory
+    (proportional set size: a page shared by n processes counts 1/n in each, so forked children
+    are not charged for their parent's pages; the resident size where that is not readable) and
+    tasks of the processes `members`."""
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    cpu, mem, tasks = 0, 0, 0
+    for pid in members:
+        try:
+            fields = _read(proc_fd, f"{pid}/stat").rsplit(b")", 1)[1].split()
+            cpu += sum(int(x) for x in fields[11:15])
+            tasks += int(fields[17])
+            try:
+                rollup = _read(proc_fd, f"{pid}/smaps_rollup")
+                mem += next(int(ln.split()[1]) * 1024 for ln in rollup.splitlines() if ln.startswith(b"Pss:"))
+            except (OSError, StopIteration):
+                mem += int(fields[21]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return cpu / tick, mem, tasks

@@ -2,8 +2,8 @@
 as a plain script (`python -P -s -S -B worker.py --worker`), standard library only, with the
 modules it imports beside it (isolation.WORKER_FILES).
 
-Three kinds of process serve every job, so that nothing secret is ever inside a program's memory
-and nothing of one program reaches the next:
+Four processes serve every graded job (a plain one needs no grader), so that nothing secret is
+ever inside a program's memory and nothing of one program reaches the next:
 
 - the WORKER reads jobs from the pool (programs, hidden tests and all) and hands each graded job
   to its GRADER, a process it forked: the trusted hidden tests, calling the program's functions
@@ -59,7 +59,7 @@ try:
     from execute import run_grader, run_program
     from limits import ISOLATION_NONE, Limits
     from protocol import read_msg, send_msg, sock_recv, sock_send
-    from watch import Capture, Proc, spawn
+    from watch import Capture, Proc, descendants, namespace_members, remove_tree, spawn, tree_usage
 finally:
     sys.path.remove(_HERE)
 
@@ -201,8 +201,8 @@ class _Zygote:
 
     def _usage(self, tmp_fd: int | None) -> tuple[float, int, int]:
         if tmp_fd is None:
-            return _usage(self.proc_fd, _descendants(self.proc_fd, self.me))
-        cpu, mem, tasks = _usage(self.proc_fd, _namespace_members(self.proc_fd))
+            return tree_usage(self.proc_fd, descendants(self.proc_fd, self.me))
+        cpu, mem, tasks = tree_usage(self.proc_fd, namespace_members(self.proc_fd))
         st = os.fstatvfs(tmp_fd)  # the program's files are memory too (tmpfs)
         return cpu, mem + (st.f_blocks - st.f_bfree) * st.f_frsize, tasks
 
@@ -214,7 +214,7 @@ class _Zygote:
                 pass
             return
         for _ in range(1000):  # until no live descendant is left (each round kills what the last one forked)
-            pids = _descendants(self.proc_fd, self.me)
+            pids = descendants(self.proc_fd, self.me)
             if not pids:
                 return
             for pid in pids:
@@ -240,113 +240,6 @@ def _close(fds: list[int]) -> None:
             os.close(fds.pop())
         except OSError:
             pass
-
-
-def remove_tree(path: str) -> None:
-    """Remove a directory a program left behind, without recursion (it may nest deeper than
-    Python's recursion limit) and by descriptor (deeper than PATH_MAX)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return
-    names: list[str] = []
-    try:
-        while True:
-            sub = None
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        sub = entry.name
-                        break
-                    os.unlink(entry.name, dir_fd=fd)
-            if sub is not None:
-                fd, old = os.open(sub, flags, dir_fd=fd), fd
-                os.close(old)
-                names.append(sub)
-            elif names:
-                fd, old = os.open("..", flags, dir_fd=fd), fd
-                os.close(old)
-                os.rmdir(names.pop(), dir_fd=fd)
-            else:
-                break
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
-
-
-def _read(dir_fd: int, path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
-    try:
-        return os.read(fd, 1 << 16)
-    finally:
-        os.close(fd)
-
-
-def _namespace_members(proc_fd: int) -> list[str]:
-    """The running program's processes (pids in proc_fd's /proc): every process in the zygote's PID
-    namespace or one nested in it, but the zygote. `proc_fd` is the worker's /proc, one level up:
-    NSpid lists a process's pid there, then in the zygote's namespace (where the zygote is 1), then
-    in the program's (where the program is 1)."""
-    out = []
-    for name in os.listdir(proc_fd):
-        if not name.isdigit():
-            continue
-        try:
-            status = _read(proc_fd, f"{name}/status")
-        except OSError:
-            continue
-        ns_pids = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith(b"NSpid:")), [])
-        if len(ns_pids) >= 2 and ns_pids[1] != b"1":
-            out.append(name)
-    return out
-
-
-def _descendants(proc_fd: int, root: int) -> list[int]:
-    """Every live descendant of process `root` (isolation none: the zygote is a child subreaper,
-    so a program's orphans stay its descendants; a zombie has none left)."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir(proc_fd):
-        if name.isdigit():
-            try:
-                state, ppid = _read(proc_fd, f"{name}/stat").rsplit(b")", 1)[1].split()[:2]
-            except (OSError, ValueError):
-                continue
-            if state != b"Z":
-                children.setdefault(int(ppid), []).append(int(name))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _usage(proc_fd: int, members) -> tuple[float, int, int]:
-    """CPU seconds (live processes and the children they reaped; a zombie's own), memory
-    (proportional set size: a page shared by n processes counts 1/n in each, so forked children
-    are not charged for their parent's pages; the resident size where that is not readable) and
-    tasks of the processes `members`."""
-    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
-    cpu, mem, tasks = 0, 0, 0
-    for pid in members:
-        try:
-            fields = _read(proc_fd, f"{pid}/stat").rsplit(b")", 1)[1].split()
-            cpu += sum(int(x) for x in fields[11:15])
-            tasks += int(fields[17])
-            try:
-                rollup = _read(proc_fd, f"{pid}/smaps_rollup")
-                mem += next(int(ln.split()[1]) * 1024 for ln in rollup.splitlines() if ln.startswith(b"Pss:"))
-            except (OSError, StopIteration):
-                mem += int(fields[21]) * page
-        except (OSError, IndexError, ValueError):
-            continue
-    return cpu / tick, mem, tasks
 
 
 def _start_zygote(mode: str, base: str, cgroup_fd: int | None, root: list) -> tuple[socket.socket, int]:
