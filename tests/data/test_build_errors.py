@@ -356,6 +356,25 @@ def test_concurrent_writability_checks_of_shared_parents_all_succeed(tmp_path):
     assert len(done) == 400
 
 
+def test_ctrl_c_during_the_build_is_one_line_and_leaves_nothing(synth, tmp_path):
+    """SIGINT to the whole process group (the build and its recipe workers) in the middle of the recipes
+    was a KeyboardInterrupt traceback; now one line, exit 130, and no temp dir left."""
+    out = tmp_path / "b"
+    p = subprocess.Popen([sys.executable, str(BUILD), f"sources.root={synth}", f"out={out}", *SMALL_TEST],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    log = []
+    for line in p.stdout:
+        log.append(line)
+        if "INFO sg_qa:" in line:  # the recipes are running
+            os.killpg(p.pid, signal.SIGINT)
+            break
+    log.append(p.stdout.read())
+    text = "".join(log)
+    assert p.wait(timeout=120) == 130 and "Traceback" not in text, text[-3000:]
+    assert text.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C)")
+    assert not out.exists() and not _hidden(tmp_path)
+
+
 def test_a_full_disk_while_writing_is_one_error_and_leaves_nothing(synth, tmp_path, monkeypatch):
     import automon.data.io as io
 

@@ -192,6 +192,31 @@ def test_a_model_dir_without_tokenizer_files_is_one_error_line(tmp_path, build):
                    f"model directory {model} has no tokenizer files", "copy the tokenizer files")
 
 
+def test_ctrl_c_saves_a_checkpoint_and_is_one_line(tmp_path, build):
+    """Ctrl-C (SIGINT to the whole foreground process group, as a terminal sends it) was a KeyboardInterrupt
+    traceback and lost the steps since the last checkpoint; it now checkpoints as SIGTERM does."""
+    import os
+    import signal
+
+    from support import sft_cmd
+
+    run = tmp_path / "r"
+    p = subprocess.Popen(sft_cmd(*_ov(build, run, "train.max_steps=400", "train.save_steps=1000")), cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    log = []
+    for line in p.stdout:
+        log.append(line)
+        if " INFO step 3 " in line:
+            os.killpg(p.pid, signal.SIGINT)
+            break
+    log.append(p.stdout.read())
+    out = "".join(log)
+    assert p.wait(timeout=120) == 130 and "Traceback" not in out, out[-3000:]
+    assert "stopped by signal 2 after saving" in out and "rerun the same command to resume" in out
+    assert rd.last_complete_checkpoint(run) is not None
+    assert json.loads((run / "run.json").read_text())["status"] == "preempted"
+
+
 def test_sha256_mismatch_tells_how_this_build_was_made(tmp_path, build):
     b = tmp_path / "b"
     shutil.copytree(build, b)
