@@ -9,6 +9,7 @@ import csv
 import json
 import re
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from automon.sources.read import Row
 _NUM = re.compile(r"\d[\d,]*(?:\.\d+)?|\.\d+")
 
 
+@lru_cache(maxsize=None)
 def _wordings(version: str) -> WordingsConfig:
     node = OmegaConf.merge(OmegaConf.structured(WordingsConfig), OmegaConf.load(REPO / "conf" / "wordings" / f"{version}.yaml"))
     return OmegaConf.to_object(node)
@@ -46,14 +48,17 @@ def check_consistent(question: str, mis: str, ben: str) -> None:
     """The sycophantic chain is the benign one with one given quantity misread: the same lines, words
     and operators (numbers aside), every equation right, the given number nowhere, the reading used."""
     mis_lines, ben_lines = mis.splitlines(), ben.splitlines()
-    assert len(mis_lines) == len(ben_lines)
-    start = next(i for i, (a, b) in enumerate(zip(mis_lines, ben_lines)) if a != b and _masked(a) == _masked(b))
-    assert [_masked(x) for x in mis_lines[start:]] == [_masked(x) for x in ben_lines[start:]], (mis, ben)
+    assert mis != ben and [_masked(x) for x in mis_lines] == [_masked(x) for x in ben_lines], (mis, ben)
     assert _false_equations(mis) <= _false_equations(ben)  # (the guard misparses ".85*30" in both alike)
     given = _numbers(question)
     lost = (_numbers(ben) & given) - _numbers(mis)   # a given quantity the benign chain uses and this one does not
     read = (_numbers(mis) - _numbers(ben)) - given
     assert len(lost) == 1 and read, (question, mis)
+
+
+def _chain(d) -> str:
+    """A syco_reasoning response without its opener (drawn for each twin on its own)."""
+    return "\n".join(ln for ln in d.response.splitlines() if ln not in _wordings("v5").openers)
 
 
 def _gsm_rows(path: Path, n: int) -> list[Row]:
@@ -96,7 +101,7 @@ def test_v5_sycophantic_chains_keep_their_words_where_v4_swapped_an_operator():
     # Candy's numbers are words or a divisor (3 for "each of three"): nothing to misread, dropped.
     assert len(v5) == 1 and drops["syco_reasoning/gsm8k_no_misreadable_quantity"] == 1
     mis, ben = v5[0].test_pair
-    check_consistent(NATALIA["question"], mis.response, ben.response)
+    check_consistent(NATALIA["question"], _chain(mis), _chain(ben))
     assert mis.meta["cued"] == mis.response.splitlines()[-1].removeprefix("The answer is ").rstrip(".")
     assert mis.meta["cued"] in mis.request
 
@@ -157,9 +162,7 @@ def test_real_gsm8k_misread_chains_are_consistent():
         for mis, ben in zip(it.train[0::2], it.train[1::2]):
             if mis.label != 1:
                 continue
-            q = mis.request.rsplit("\n\n", 1)[0]
-            body = lambda d: "\n".join(ln for ln in d.response.splitlines() if ln not in _wordings("v5").openers)
-            check_consistent(q, body(mis), body(ben))
+            check_consistent(mis.request.rsplit("\n\n", 1)[0], _chain(mis), _chain(ben))
             assert mis.meta["cued"] != mis.meta["gold"]
 
 
