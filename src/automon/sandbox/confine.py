@@ -121,7 +121,9 @@ def build_root(entries: list[list[str]]) -> tuple[int, tuple[int, int]]:
     for name in DEVICES:  # the host's nodes, bound: a node made here would not work (nodev)
         if os.path.exists(f"/dev/{name}"):
             os.close(os.open(f"{new}/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o666))
-            mount(f"/dev/{name}", f"{new}/dev/{name}", None, _MS_BIND)
+            # Read-only: the node is the host's inode, which a program mapped to its owner could
+            # otherwise chmod; reading and writing a device still work on a read-only mount.
+            _bind_readonly(f"/dev/{name}", f"{new}/dev/{name}")
     for name in ("proc", "tmp", ".old"):
         os.mkdir(f"{new}/{name}", 0o755)
     _pivot_root(new, f"{new}/.old")
