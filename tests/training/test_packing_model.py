@@ -37,9 +37,11 @@ MODELS = ["tiny", pytest.param("smollm2_135m_instruct", marks=[
 
 
 def _model_cfg(name: str):
-    from support import compose
+    from omegaconf import OmegaConf
 
-    return compose([f"model={name}", "backend=hf"]).model
+    from test_packing import _cfg
+
+    return OmegaConf.to_object(_cfg(f"model={name}")).model
 
 
 def _lora_model(name: str):
