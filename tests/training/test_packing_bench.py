@@ -55,3 +55,29 @@ def test_gpu_corpus_mode_plumbing_on_cpu(tmp_path, tiny_model_path):
     assert p["timed_examples"] > 1 and p["model_flops"] > 0 and p["mfu"] is None   # no GPU: not measured
     assert "speedup_over_unpacked" in p and p["epoch_hours_subset_all"] > 0
     assert rep["flops_formula"].startswith("sum over examples")
+
+
+def test_docs_quote_the_corpus_record():
+    """docs/training.md and bench/README.md quote bench/results/train_corpus_default.json's table as it is."""
+    rec = json.loads((REPO / "bench" / "results" / "train_corpus_default.json").read_text())
+    p, u, r = rec["packed"], rec["unpacked"], rec["unpacked_random_order"]
+    want = {
+        "useful / computed tokens": (f"{p['useful_over_computed']:.3f}",
+                                     f"{u['useful_over_computed']:.3f} ({r['useful_over_computed']:.3f} without length grouping)"),
+        "micro-batches (forward/backward)": (f"{p['micro_batches']:,}", f"{u['micro_batches']:,}"),
+        "tokens per micro-batch": (f"{p['tokens_per_micro_batch']:,.0f}", f"{u['tokens_per_micro_batch']:,.0f}"),
+        "optimizer steps": (f"{p['optimizer_steps_per_epoch']:,}", f"{u['optimizer_steps_per_epoch']:,}"),
+        "examples per optimizer step": (f"{p['examples_per_optimizer_step']:.1f}", f"{u['examples_per_optimizer_step']:.1f}"),
+        "useful tokens per optimizer step": (f"{p['useful_tokens_per_optimizer_step']:,.0f}",
+                                             f"{u['useful_tokens_per_optimizer_step']:,.0f}"),
+        "pack fill (tokens / budget)": (f"{p['pack_fill']:.3f}", ""),
+    }
+    for doc in ("docs/training.md", "bench/README.md"):
+        text = (REPO / doc).read_text()
+        assert f"| per epoch ({p['examples']:,} examples) |" in text, doc
+        rows = {c[0]: tuple(c[1:3]) for line in text.splitlines() if line.startswith("| ")
+                for c in [[x.strip() for x in line.strip("|").split("|")]] if c[0] in want}
+        assert rows == want, doc
+    lengths = rec["lengths"]
+    assert (f"an example is {lengths['mean']} tokens on average (p50 {lengths['p50']}, p90 {lengths['p90']}, "
+            f"p99 {lengths['p99']}, longest {lengths['max']:,};") in " ".join((REPO / "docs/training.md").read_text().split())
