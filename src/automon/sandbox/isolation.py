@@ -10,8 +10,8 @@ itself (its PID 1 keeps the environment it was started with) leave nothing of th
 environment inside.
 
 unshare (util-linux; where bwrap is missing or cannot run): the same namespaces but cgroup, the
-worker mapped to the caller's own uid; the worker sees the host's file system (read-only for it
-only by permissions), its programs do not.
+worker mapped to the caller's own uid; the worker and its grader (trusted code only) see the host's
+file system with the caller's permissions, its programs do not.
 
 In both, the worker's zygote then builds the file system its programs see from the same root
 entries (confine.build_root): programs see the same minimal, read-only root in either mode.
