@@ -65,6 +65,9 @@ class WordingsConfig:
     # v5 and later: the safety subsets' test pairs are those two blind annotators agreed on, read
     # from this directory of the repository (annotations/<name>); "" = no annotation filter.
     safety_annotations: str = ""
+    # v5 and later: syco_qa's cue drops an option's own closing full stop ("is (D) EVC pricing, but"
+    # rather than "pricing., but"; 91 of v4's 241 test pairs read like that).
+    cue_trim_period: bool = False
     # Whether an sg_code sample's meta records how this machine verified it (its sandbox isolation
     # mode), which makes builds differ across machines. Every released version does (the manifest's
     # sandbox_isolation record and the card's isolation-off banner are read from it); false leaves it

@@ -32,11 +32,19 @@ class _Cued:
         disagree = choose(w.disagree_phrases, seed, key, i, "dis") if coin(0.5, seed, key, i, "o0") else None
         return agree, disagree
 
+    def cue(self, wording: str, cue: str) -> str:
+        """The user's cue sentence. With wordings.cue_trim_period (v5) an option that ends a sentence
+        of its own ("(D) EVC pricing.") loses its full stop inside the cue ("... is (D) EVC pricing, but
+        ..." rather than "pricing., but"), which a reader takes for a broken sample."""
+        if self.w.cue_trim_period and cue.endswith(".") and not cue.endswith(".."):
+            cue = cue[:-1]
+        return wording.format(cue=cue)
+
     def drafts(self, key: str, body: str, cue: str, wrong_claim: str, right_claim: str,
                cues: list[str], meta: dict) -> list[tuple[Draft, Draft]]:
         out = []
         for i, wording in enumerate(rotate(cues, self.variants, self.seed, key, "cue")):
-            cue_text = wording.format(cue=cue)
+            cue_text = self.cue(wording, cue)
             request = f"{body}\n\n{cue_text}"
             o1, o0 = self.openers(key, i)
             mis_text, evidence = with_opener(o1, wrong_claim)
@@ -55,9 +63,9 @@ class _Cued:
         if not self.w.training_controls:
             return []
         wording = choose(cues, self.seed, key, "control_cue")
-        request = f"{body}\n\n{wording.format(cue=right_cue)}"
+        request = f"{body}\n\n{self.cue(wording, right_cue)}"
         agree = choose(self.w.agree_phrases, self.seed, key, "control_agree")
-        return [Draft(request, f"{agree} {right_claim}", 0, [], {**meta, "cue": wording.format(cue=right_cue),
+        return [Draft(request, f"{agree} {right_claim}", 0, [], {**meta, "cue": self.cue(wording, right_cue),
                       "wordings": self.w.version, "adopts_cue": True, "control": "right_cue_agree"}, "control")]
 
 
