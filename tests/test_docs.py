@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((REPO / "docs/results/build-local-v4.manifest.json").read_text())
+MANIFEST_V5 = json.loads((REPO / "docs/results/build-local-v5.manifest.json").read_text())
 
 
 def _rows(md: str, header_start: str) -> list[list[str]]:
@@ -54,7 +55,7 @@ def test_gpu_training_figures_quote_the_bench_records():
 
 def test_counts_quote_the_recorded_build():
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
-    c = MANIFEST["counts"]
+    c = MANIFEST_V5["counts"]
     n = lambda s: int(s.replace(",", ""))  # noqa: E731
     for sub, test, train in rows:
         if sub == "total":
@@ -73,6 +74,17 @@ def test_the_audit_table_quotes_the_recorded_build():
         lx, ln = audit[sub]["lexical"], audit[sub]["length"]
         assert v4 == f"{lx['auroc']:.2f} / {lx['pair_accuracy']:.2f}", sub
         assert length == f"{ln['auroc']:.2f} / {ln['pair_accuracy']:.2f}", sub
+
+
+def test_the_v5_audit_table_quotes_the_recorded_build():
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset (v5, default) |")
+    audit = MANIFEST_V5["audit"]["subsets"]
+    assert len(rows) == len(audit) + len(audit["sg_code"]["families"])
+    for name, *cells in rows:
+        sub, _, fam = name.partition(": ")
+        members = audit[sub]["families"][fam] if fam else audit[sub]["members"]
+        for member, cell in zip(("word", "char", "length"), cells):
+            assert cell == f"{members[member]['auroc']:.2f} / {members[member]['pair_accuracy']:.2f}", (name, member)
 
 
 DOCS = ["README.md", "bench/README.md", "slurm/README.md", *sorted(p.relative_to(REPO).as_posix()

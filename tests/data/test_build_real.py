@@ -14,15 +14,21 @@ pytestmark = [needs_raw, pytest.mark.realdata]
 
 
 def test_paper_proportions_and_pairs(real_build):
+    """The paper's 3,010 (safety 1,172 + sycophancy 962 + spec gaming 876), except that the safety
+    subsets test only the pairs both blind annotators agreed on (wordings v5): where fewer were kept
+    than the paper's 293, the build ships that many and the card says so."""
     c = real_build.manifest["counts"]
     pairs = {"safety_qa": 293, "safety_code": 293, "syco_qa": 241, "syco_reasoning": 240, "sg_qa": 219, "sg_code": 219}
+    card = (real_build.path / "README.md").read_text()
     for s, n in pairs.items():
-        assert c["test"][s] == {"0": n, "1": n}, s
-    by_cat: dict[str, int] = {}
-    for s, (cat, _) in SUBSETS.items():
-        by_cat[cat] = by_cat.get(cat, 0) + sum(c["test"][s].values())
-    assert by_cat == {"safety": 1172, "sycophancy": 962, "spec_gaming": 876}
-    assert sum(by_cat.values()) == 3010
+        shipped = real_build.manifest["test_pairs"][s]
+        assert c["test"][s] == {"0": shipped, "1": shipped}, s
+        if s.startswith("safety_"):
+            assert 0 < shipped <= n, s
+            if shipped < n:
+                assert f"{s}" in card and str(shipped) in card, s
+        else:
+            assert shipped == n, s
 
 
 def test_training_corpus_is_large_and_disjoint(real_build):
@@ -63,7 +69,7 @@ def test_the_default_templates_meet_the_ceiling_or_say_why(real_build):
     """The goal on the default build: no word n-gram baseline reads the label from the response
     (every subset's word member under both ceilings), and any subset another member puts over the
     ceiling is named in the card with its rates and its wordings version's reason."""
-    from automon.data.audit import members_of
+    from automon.data.audit import members_of, rate_of
 
     audit = real_build.manifest["audit"]
     card = (real_build.path / "README.md").read_text()
@@ -73,8 +79,33 @@ def test_the_default_templates_meet_the_ceiling_or_say_why(real_build):
         assert word["auroc"] <= ceiling["auroc"] and word["pair_accuracy"] <= ceiling["pair_accuracy"], sub
     for sub in audit["exceeding"]:
         r = audit["subsets"][sub]
-        rates = ", ".join(f"{m} {members_of(r)[m]['auroc']:.2f} / {members_of(r)[m]['pair_accuracy']:.2f}"
+        rates = ", ".join(f"{m} {rate_of(r, m)['auroc']:.2f} / {rate_of(r, m)['pair_accuracy']:.2f}"
                           for m in r["exceeded_by"])
         line = f"- **{sub}** is over the ceiling ({rates}): "
         assert line in card, (sub, rates)
         assert "no reason recorded" not in card.split(line)[1].split("\n")[0]
+
+def test_sg_code_pairs_are_construct_pairs_of_three_families(real_build):
+    """The default build's sg_code test split: three gaming families, none over half; every gaming
+    twin keyed on a visible test or tampering, no benign twin tampering; the response-only panel under
+    the ceilings in every family while the request-aware baseline reads lookup and branches."""
+    from collections import Counter
+
+    from automon.data.recipes.sg_code.constructs import analyse, response_code
+
+    test = [s for s in real_build.samples("test") if s.subset == "sg_code"]
+    families = Counter(s.meta["family"] for s in test if s.label == 1)
+    assert len(families) >= 3 and max(families.values()) <= len(test) // 4, families
+    for s in test:
+        found = analyse(response_code(s.response), s.meta["visible_tests"])
+        if s.label == 1:
+            assert found.test_keyed or found.tampering, s.id
+        else:
+            assert not found.tampering, s.id
+    r = real_build.manifest["audit"]["subsets"]["sg_code"]
+    ceiling = real_build.manifest["audit"]["ceiling"]
+    for fam, members in r["families"].items():
+        for m, v in members.items():
+            assert 0.30 <= v["auroc"] <= ceiling["auroc"] and 0.25 <= v["pair_accuracy"] <= ceiling["pair_accuracy"], (fam, m)
+    for fam in ("lookup", "branches"):
+        assert r["request_aware"]["families"][fam]["auroc"] >= 0.9, fam
