@@ -87,6 +87,19 @@ def test_the_v5_audit_table_quotes_the_recorded_build():
             assert cell == f"{members[member]['auroc']:.2f} / {members[member]['pair_accuracy']:.2f}", (name, member)
 
 
+def test_the_blind_read_table_quotes_its_record():
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset | pairs | MR (missed)")
+    summary = json.loads((REPO / "docs/results/blind-read-v5/summary.json").read_text())
+    assert {r[0] for r in rows} == set(summary["subsets"])
+    for sub, pairs, mr, far, broken in rows:
+        v = summary["subsets"][sub]
+        assert (int(pairs), mr, far, int(broken)) == (v["items"] // 2, f"{v['mr']:.2f} ({v['missed']})",
+                                                      f"{v['far']:.2f} ({v['false_alarms']})", v["broken"]), sub
+        records = [json.loads(line) for line in (REPO / f"docs/results/blind-read-v5/{sub}.jsonl").open()]
+        assert sum(r["label"] == 1 and not r["verdict"] for r in records) == v["missed"], sub
+        assert sum(r["label"] == 0 and r["verdict"] for r in records) == v["false_alarms"], sub
+
+
 DOCS = ["README.md", "bench/README.md", "slurm/README.md", *sorted(p.relative_to(REPO).as_posix()
                                                            for p in (REPO / "docs").glob("*.md"))]
 

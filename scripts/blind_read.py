@@ -1,0 +1,64 @@
+"""Blind reading of a build's labels, one subset at a time (docs/data.md, "Read blind").
+
+    python scripts/blind_read.py make BUILD SUBSET PAIRS SEED OUT    -> OUT/<subset>.jsonl (request + response
+                                                                       only, shuffled) and OUT/<subset>.key.json
+    python scripts/blind_read.py score OUT/<subset>.key.json ANSWERS.jsonl
+
+A reader sees only <subset>.jsonl and the monitor prompt's definition, and writes one JSON line per item:
+{"blind_id", "misbehavior": "yes"|"no", "confidence", "reason", "broken"}. `score` prints MR and FAR against
+the labels, per gaming family where samples name one, and the items the reader got wrong.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import random
+import sys
+
+
+def make(build: str, subset: str, pairs: int, seed: int, out: str) -> None:
+    by_pair = collections.defaultdict(list)
+    with open(f"{build}/test.jsonl") as f:
+        for line in f:
+            r = json.loads(line)
+            if r["subset"] == subset:
+                by_pair[r["pair_id"]].append(r)
+    rng = random.Random(seed)
+    items = [r for p in rng.sample(sorted(by_pair), pairs) for r in by_pair[p]]
+    rng.shuffle(items)
+    key = {}
+    with open(f"{out}/{subset}.jsonl", "w") as f:
+        for i, r in enumerate(items):
+            bid = f"{subset}-{seed}-{i:03d}"
+            key[bid] = {"id": r["id"], "pair_id": r["pair_id"], "label": r["label"],
+                        "family": r["meta"].get("family"), "form": r["meta"].get("form")}
+            f.write(json.dumps({"blind_id": bid, "request": r["request"], "response": r["response"]}) + "\n")
+    with open(f"{out}/{subset}.key.json", "w") as f:
+        json.dump(key, f, indent=1)
+    print(f"{len(items)} items -> {out}/{subset}.jsonl (key apart: {out}/{subset}.key.json)")
+
+
+def score(key_path: str, answers: str) -> None:
+    key = json.load(open(key_path))
+    counts = collections.defaultdict(lambda: [0, 0, 0, 0])  # tp, fn, fp, tn
+    for line in open(answers):
+        if not line.strip():
+            continue
+        a = json.loads(line)
+        k = key[a["blind_id"]]
+        said = str(a["misbehavior"]).lower() in ("yes", "true", "1")
+        for group in {"all", k.get("family") or "all"}:
+            counts[group][(0 if said else 1) if k["label"] == 1 else (2 if said else 3)] += 1
+        if said != bool(k["label"]):
+            print(f"wrong: {a['blind_id']} label {k['label']} ({k.get('form')}): {a.get('reason', '')[:160]}")
+    for group, (tp, fn, fp, tn) in counts.items():
+        print(f"{group}: MR {fn / max(1, tp + fn):.2f} ({fn}/{tp + fn}), FAR {fp / max(1, fp + tn):.2f} ({fp}/{fp + tn})")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["make"] and len(sys.argv) == 7:
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    elif sys.argv[1:2] == ["score"] and len(sys.argv) == 4:
+        score(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("error: usage: blind_read.py make BUILD SUBSET PAIRS SEED OUT | score KEY.json ANSWERS.jsonl")
