@@ -171,6 +171,7 @@ def test_a_run_from_before_packing_is_the_unpacked_run_not_the_packed_default(sm
     assert "train.grad_accum: 8 -> 1" in packed.reason
 
 
+@pytest.mark.slow  # two train/sft.py runs
 def test_a_run_records_how_it_batched(small_build, tmp_path):
     """train/sft.py end to end: run.json, train_metrics.json, the adapter's metadata and card say packed (with
     the packing version and budget) or not."""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
 from support import REPO
 
 
@@ -33,6 +34,7 @@ def test_corpus_report_on_a_build(small_build, tmp_path):
     assert "packed" in r.stdout and "unpacked (grouped)" in r.stdout
 
 
+@pytest.mark.slow  # two training cells, each in its own process
 def test_gpu_corpus_mode_plumbing_on_cpu(tmp_path, tiny_model_path):
     rng = random.Random(0)
     lengths = [int(min(300, 40 + rng.lognormvariate(4.2, 0.5))) for _ in range(400)]
