@@ -125,7 +125,7 @@ def test_a_registered_subset_is_built_trained_and_evaluated(toy, tmp_path):
     # ---- evaluate base + the adapter on the build's test subsets: the toy is a matrix row and column
     res = evaluate(compose_holdout(cpu_overrides(out, tmp_path / "eval", f"sweep_dir={tmp_path / 'runs'}",
                                                  "bootstrap.n=50")))
-    assert [m.label for m in res.monitors] == ["base", TOY]
+    assert [m.row for m in res.monitors] == ["base", TOY]
     for m in res.monitors:
         by_subset = res.metrics[m.name]["by_subset"]
         assert list(by_subset) == ["safety_qa", TOY] and by_subset[TOY]["n"] == 2 * TOY_PAIRS

@@ -65,8 +65,8 @@ def test_backend_name_cannot_be_swapped_under_a_schema():
 
 # ---------------------------------------------------------------- cache identity
 
-def _key(name: str, extra: Sequence[str] = (), m: JudgeMonitor = BASE, kind: str = "direct") -> dict[str, Any]:
-    return cache_key(compose([f"backend={name}", *CASES[name][0], *extra]), m, kind)
+def _key(name: str, extra: Sequence[str] = (), m: JudgeMonitor = BASE, prompt_kind: str = "direct") -> dict[str, Any]:
+    return cache_key(compose([f"backend={name}", *CASES[name][0], *extra]), m, prompt_kind)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -80,7 +80,7 @@ def test_identity_fields_change_the_key_and_other_fields_do_not(name):
         assert _key(name, [ov]) == base, ov
     # the generation budget identifies an evidence answer, not a direct one (which reads one token)
     assert _key(name, ["backend.max_new_tokens=100"]) == base
-    assert _key(name, ["backend.max_new_tokens=100"], kind="evidence") != _key(name, kind="evidence")
+    assert _key(name, ["backend.max_new_tokens=100"], prompt_kind="evidence") != _key(name, prompt_kind="evidence")
     # the adapter identifies a prediction for every backend
     assert _key(name, m=ADAPTER) != base
 

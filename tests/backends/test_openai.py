@@ -146,9 +146,9 @@ def test_missing_key_for_the_official_api_is_a_user_error(build, tmp_path, monke
 def test_request_body_direct_and_evidence():
     b = compose(["backend=openai", "model=api", "backend.model_name=m"]).backend
     req = JudgeRequest("s", [{"role": "user", "content": "q"}])
-    d = request_body(req, kind="direct", model="m", cfg=b, enable_thinking=False)
+    d = request_body(req, prompt_kind="direct", model="m", cfg=b, enable_thinking=False)
     assert d["max_tokens"] == 4 and d["logprobs"] is True and "response_format" not in d and "extra_body" not in d
-    e = request_body(req, kind="evidence", model="m", cfg=b, enable_thinking=False)
+    e = request_body(req, prompt_kind="evidence", model="m", cfg=b, enable_thinking=False)
     assert e["max_tokens"] == 512
     rf = e["response_format"]
     assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
@@ -190,4 +190,4 @@ def test_generate_sends_a_plain_greedy_seeded_request(fake_openai, monkeypatch):
     b = fake_openai.seen[-1]["body"]
     assert (b["temperature"], b["seed"], b["max_tokens"], b["model"]) == (0.0, 7, 33, "pol")
     assert "logprobs" not in b and "response_format" not in b
-    assert judge.kind == "evidence"
+    assert judge.prompt_kind == "evidence"

@@ -295,7 +295,7 @@ def test_sweep_of_two_adapters_and_base_writes_the_matrix(tmp_path, build):
     c = compose(["model=tiny", "backend=hf", f"data.dir={build}", f"sweep_dir={sweep}", "wandb.mode=disabled",
                  "progress=false", "bootstrap.n=100", f"output_dir={tmp_path / 'out'}", "data.max_pairs_per_subset=2"])
     res = evaluate(c)
-    assert [m.label for m in res.monitors] == ["base", "safety_code", "sg_code"]
+    assert [m.row for m in res.monitors] == ["base", "safety_code", "sg_code"]
     out = tmp_path / "out"
     for f in ("matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "curves.png", "metrics.json", "report.md"):
         assert (out / f).stat().st_size > 0, f

@@ -41,7 +41,7 @@ class LengthConfig(BackendConfig):
 
 
 def length_monitors(c: Any, manifest_hash_of) -> list[Monitor]:
-    return [LengthMonitor(name=f"length{c.backend.limit}", label="all", adapter_hash=manifest_hash_of(c.data.dir)[:8],
+    return [LengthMonitor(name=f"length{c.backend.limit}", row="all", adapter_hash=manifest_hash_of(c.data.dir)[:8],
                           limit=c.backend.limit)]
 
 
@@ -62,7 +62,7 @@ def test_a_new_kind_of_monitor_is_evaluated_without_touching_evaluation(length_k
 
     build = make_build(tmp_path / "build", pairs_per_subset=1)
     ov = ["backend=length", "model=tiny", f"data.dir={build}", f"output_dir={tmp_path / 'o'}", "wandb.mode=disabled",
-          "progress=false", "bootstrap.n=20", "far_reference=true", "ood.cap=2"]
+          "progress=false", "bootstrap.n=20", "far_reference=true", "ood.cap=4"]
     res = evaluate(compose(ov))
     [m] = res.monitors
     assert isinstance(m, LengthMonitor) and m.name == "length100"
@@ -107,3 +107,16 @@ def test_a_registered_transformation_runs_before_rendering_with_ids_of_its_own(t
         assert s.prompt_sha != p.prompt_sha
     with pytest.raises(KeyError, match="whisper"):
         prepare_inputs(c, resolve_monitors(c), tm, transforms=["whisper"])
+
+
+def test_a_fused_monitor_is_described_as_the_monitor_it_wraps():
+    from types import SimpleNamespace
+
+    from automon.monitors import FusedMonitor, JudgeMonitor, ProbeMonitor
+
+    probe = ProbeMonitor(name="lexical-sg_code", row="sg_code", adapter_hash="h")
+    fused = FusedMonitor.around(probe, SimpleNamespace(fusion="mean"), [], [])
+    assert fused.monitor_kind == "probe" and fused.in_distribution == "sg_code"
+    assert fused.describe() == {**probe.describe(), "name": "lexical-sg_code+mean", "label": "sg_code+mean"}
+    base = FusedMonitor.around(JudgeMonitor(name="base", row="base"), SimpleNamespace(fusion="lambda"), [], [])
+    assert base.monitor_kind == "lora" and base.in_distribution == "all" and base.lora is None

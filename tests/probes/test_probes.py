@@ -93,7 +93,7 @@ def test_holdout_with_probes_writes_a_matrix_row_per_probe(tmp_path):
                  f"backend.cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'out'}", "bootstrap.n=50",
                  "wandb.mode=disabled", "progress=false"])
     res = evaluate(c)
-    assert [m.label for m in res.monitors] == ["sg_code", "all"]
+    assert [m.row for m in res.monitors] == ["sg_code", "all"]
     rows = list(csv.DictReader(open(tmp_path / "out" / "matrix.csv")))
     assert {r["row"] for r in rows} == {"sg_code", "all"}
     doc = json.loads((tmp_path / "out" / "metrics.json").read_text())

@@ -199,7 +199,7 @@ def test_one_column_spec_feeds_csv_markdown_and_wandb(sweep, tmp_path):
     assert csv_cols == [*tables.MATRIX_ID, *columns.metric_names(fk, deltas=True)]
     assert wandb["matrix"][0] == csv_cols
     assert wandb["metrics"][0] == ["monitor", "row", "group_by", "group", *columns.metric_names(fk)]
-    assert md_cols == ["group", *columns.metric_labels(fk)]
+    assert md_cols == ["group", *columns.metric_headers(fk)]
     # one markdown cell per column, per FAR target for mr_at_far and per detection budget for det_at_far
     from automon.metrics import DETECTION_FARS
 

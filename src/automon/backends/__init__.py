@@ -32,6 +32,6 @@ BACKENDS: dict[str, type[BackendConfig]] = {cls.name: cls for cls in (VLLMConfig
                                                                                   ProbeConfig)}
 
 
-def make_judge(cfg: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> Judge:
+def make_judge(cfg: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> Judge:
     """The judge of one evaluation (cfg: HoldoutConfig); the backend's config builds it."""
-    return cfg.backend.make_judge(cfg.model, kind, adapters, tokenizer)
+    return cfg.backend.make_judge(cfg.model, prompt_kind, adapters, tokenizer)

@@ -116,19 +116,19 @@ class BackendConfig:
         """The model's name in output directories and report titles."""
         return model.name
 
-    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
+    def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         """What decides this backend's predictions besides the prompt, the adapter's weights and the
         shots (which the evaluation adds for every backend). `adapter` is the name a request uses for
         the adapter (None: the base model). Two configs with equal identities share cached predictions."""
         raise NotImplementedError(f"{type(self).__name__} must say what identifies its predictions")
 
-    def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "Judge":
+    def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "Judge":
         """The judge for one evaluation (heavy imports happen here, never at module import)."""
         raise NotImplementedError(f"{type(self).__name__} must build its judge")
 
-    def generation_identity(self, kind: str) -> dict[str, Any]:
+    def generation_identity(self, prompt_kind: str) -> dict[str, Any]:
         """The generation budget, which changes an evidence answer (a direct answer reads one token)."""
-        return {"max_new_tokens": self.max_new_tokens} if kind == "evidence" else {}
+        return {"max_new_tokens": self.max_new_tokens} if prompt_kind == "evidence" else {}
 
 
 def local_weights_identity(model: Any) -> dict[str, Any]:
@@ -170,8 +170,8 @@ class AnswerTokens:
                              "cannot be read from the first answer token")
         return t
 
-    def pair(self, kind: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        return (self.yes, self.no) if kind == "direct" else (self.true, self.false)
+    def pair(self, prompt_kind: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return (self.yes, self.no) if prompt_kind == "direct" else (self.true, self.false)
 
 
 def p_yes_from_logprobs(logprobs: Mapping[int, float], pos: Iterable[int], neg: Iterable[int]

@@ -44,13 +44,13 @@ class HFConfig(BackendConfig):
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise ConfigError(f"backend.device={self.device!r}; choose auto, cpu, cuda or cuda:<n>")
 
-    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
+    def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         # The device matters: CPU and CUDA kernels (and dtypes) give slightly different P(yes).
         return {**local_weights_identity(model), "dtype": self.dtype or model.dtype,
-                "device": resolve_device(self.device), **self.generation_identity(kind)}
+                "device": resolve_device(self.device), **self.generation_identity(prompt_kind)}
 
-    def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "HFJudge":
-        return HFJudge(model, self, kind, adapters, tokenizer)
+    def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "HFJudge":
+        return HFJudge(model, self, prompt_kind, adapters, tokenizer)
 
 
 def _by_adapter(requests: Sequence[JudgeRequest]) -> dict[str | None, list[int]]:
@@ -110,12 +110,12 @@ class _VerdictRecorder:
 class HFJudge:
     name = "hf"
 
-    def __init__(self, model_cfg: Any, backend_cfg: HFConfig, kind: str, adapters: Sequence[LoraAdapter],
+    def __init__(self, model_cfg: Any, backend_cfg: HFConfig, prompt_kind: str, adapters: Sequence[LoraAdapter],
                  tokenizer: Any):
         import torch
         from transformers import AutoModelForCausalLM
 
-        self.kind = kind
+        self.prompt_kind = prompt_kind
         self.cfg = backend_cfg
         self.tokenizer = tokenizer
         self.tokens = AnswerTokens.from_tokenizer(tokenizer)
@@ -193,7 +193,7 @@ class HFJudge:
         out: list[JudgeResult | None] = [None] * len(texts)
         for batch in plan_batches([len(x) for x in ids], self.cfg.batch_size, self.cfg.max_batch_tokens):
             rows = [ids[i] for i in batch]
-            fn = self._direct if self.kind == "direct" else self._evidence
+            fn = self._direct if self.prompt_kind == "direct" else self._evidence
             for i, res in zip(batch, fn(rows)):
                 out[i] = res
         return out  # type: ignore[return-value]

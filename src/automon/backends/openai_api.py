@@ -92,15 +92,15 @@ class OpenAIConfig(BackendConfig):
     def model_label(self, model: Any) -> str:
         return f"api-{self.served_model(model)}" if model.name == API_MODEL else model.name
 
-    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
+    def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         # The server's weights are out of reach: the endpoint and the model id stand for them.
         return {"model": self.served_model(model), "revision": model.revision, "base_url": self.base_url,
                 "logprobs": self.logprobs,
-                "structured_output": self.structured_output if kind == "evidence" else None,
-                "request_model": adapter, **self.generation_identity(kind)}
+                "structured_output": self.structured_output if prompt_kind == "evidence" else None,
+                "request_model": adapter, **self.generation_identity(prompt_kind)}
 
-    def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "OpenAIJudge":
-        return OpenAIJudge(self, model, kind, adapters)
+    def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "OpenAIJudge":
+        return OpenAIJudge(self, model, prompt_kind, adapters)
 
 
 RETRY_STATUS = (408, 409, 429)
@@ -115,19 +115,19 @@ def redact(text: str, secret: str | None) -> str:
     return _KEYLIKE.sub("[redacted]", text)
 
 
-def request_body(req: JudgeRequest, *, kind: str, model: str, cfg: OpenAIConfig,
+def request_body(req: JudgeRequest, *, prompt_kind: str, model: str, cfg: OpenAIConfig,
                  enable_thinking: bool, max_tokens: int | None = None) -> dict[str, Any]:
-    """The keyword arguments of `client.chat.completions.create` for one request. kind="generate":
+    """The keyword arguments of `client.chat.completions.create` for one request. prompt_kind="generate":
     a plain greedy answer of at most `max_tokens` tokens (the policy generator), no log-probabilities."""
     if max_tokens is None:
-        max_tokens = cfg.direct_max_tokens if kind == "direct" else cfg.max_new_tokens
+        max_tokens = cfg.direct_max_tokens if prompt_kind == "direct" else cfg.max_new_tokens
     body: dict[str, Any] = {"model": model, "messages": req.messages, "temperature": 0.0, "max_tokens": max_tokens}
     if cfg.seed is not None:
         body["seed"] = cfg.seed
-    if cfg.logprobs and kind != "generate":
+    if cfg.logprobs and prompt_kind != "generate":
         body["logprobs"] = True
         body["top_logprobs"] = cfg.top_logprobs
-    if kind == "evidence" and cfg.structured_output:
+    if prompt_kind == "evidence" and cfg.structured_output:
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "monitor_verdict", "schema": EVIDENCE_JSON_SCHEMA, "strict": True}}
     extra = dict(cfg.extra_body or {})
@@ -138,13 +138,13 @@ def request_body(req: JudgeRequest, *, kind: str, model: str, cfg: OpenAIConfig,
     return body
 
 
-def read_choice(choice: Any, kind: str) -> JudgeResult:
+def read_choice(choice: Any, prompt_kind: str) -> JudgeResult:
     """Text and (when logprobs came back) P(yes) / P(true) from one chat-completion choice."""
     text = (choice.message.content or "") if choice.message else ""
     content = getattr(getattr(choice, "logprobs", None), "content", None) or []
     p = mass = None
     if content:
-        if kind == "direct":
+        if prompt_kind == "direct":
             k: int | None = 0
             pos, neg = "yes", "no"
         else:
@@ -162,14 +162,14 @@ def read_choice(choice: Any, kind: str) -> JudgeResult:
 class OpenAIJudge:
     name = "openai"
 
-    def __init__(self, cfg: OpenAIConfig, model_cfg: Any, kind: str, adapters: Sequence[LoraAdapter]):
+    def __init__(self, cfg: OpenAIConfig, model_cfg: Any, prompt_kind: str, adapters: Sequence[LoraAdapter]):
         try:
             import openai
         except ImportError as e:
             raise JudgeError("backend=openai needs the openai package: pip install 'automon[api]'") from e
         self._openai = openai
         self.cfg = cfg
-        self.kind = kind
+        self.prompt_kind = prompt_kind
         self.enable_thinking = model_cfg.enable_thinking
         self.timing = JudgeTiming()
         # With `vllm serve --lora-modules NAME=PATH` an adapter is addressed by its name.
@@ -203,11 +203,11 @@ class OpenAIJudge:
 
     def generate(self, requests: Sequence[JudgeRequest], max_new_tokens: int) -> list[JudgeResult]:
         """Greedy (temperature 0, backend.seed) answers to chat messages: the policy generator."""
-        kind, self.kind, self._max_tokens = self.kind, "generate", max_new_tokens
+        prompt_kind, self.prompt_kind, self._max_tokens = self.prompt_kind, "generate", max_new_tokens
         try:
             return self.score(requests)
         finally:
-            self.kind, self._max_tokens = kind, None
+            self.prompt_kind, self._max_tokens = prompt_kind, None
 
     def close(self) -> None:
         pass
@@ -223,7 +223,7 @@ class OpenAIJudge:
 
     async def _one(self, client: Any, sem: asyncio.Semaphore, req: JudgeRequest, probe: bool = False) -> JudgeResult:
         oa = self._openai
-        body = request_body(req, kind=self.kind, model=self.model_for[req.adapter], cfg=self.cfg,
+        body = request_body(req, prompt_kind=self.prompt_kind, model=self.model_for[req.adapter], cfg=self.cfg,
                             enable_thinking=self.enable_thinking, max_tokens=self._max_tokens)
         delay = self.cfg.backoff_s
         retries = min(self.cfg.max_retries, PROBE_RETRIES) if probe else self.cfg.max_retries
@@ -233,7 +233,7 @@ class OpenAIJudge:
                     resp = await client.chat.completions.create(**body)
                 if not resp.choices:
                     return JudgeResult(error="the server returned no choices")
-                return read_choice(resp.choices[0], self.kind)
+                return read_choice(resp.choices[0], self.prompt_kind)
             except (oa.AuthenticationError, oa.PermissionDeniedError) as e:
                 raise JudgeError(f"the server at {self.cfg.base_url or 'api.openai.com'} refused the "
                                  f"credentials from ${self.cfg.api_key_env}: "

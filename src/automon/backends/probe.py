@@ -71,9 +71,9 @@ class ProbeConfig(BackendConfig):
     def roots(self) -> tuple[Path, Path]:
         return probe_roots(self.cache_dir)
 
-    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
+    def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         # The probe's identity is the monitor's adapter hash; what is left is how it reads.
         # ("probe" names the features, "features" the encoder's identity: the keys of existing caches.)
         enc = self.encoder(model)
         return {"probe": self.features, "features": enc.identity if enc else "tfidf-1-2gram",
-                **self.generation_identity(kind)}
+                **self.generation_identity(prompt_kind)}

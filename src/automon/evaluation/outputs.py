@@ -55,8 +55,8 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     final, out_dir = out_dir, write_to or out_dir
 
     subsets = [s for s in c.data.subsets if any(r["subset"] == s for r in next(iter(preds.values())))]
-    curves = {m.label: _curves(preds[m.name], subsets) for m in monitors}
-    points = {m.label: _points(docs[m.name], subsets) for m in monitors}
+    curves = {m.row: _curves(preds[m.name], subsets) for m in monitors}
+    points = {m.row: _points(docs[m.name], subsets) for m in monitors}
     has_scores = any(cv for per in curves.values() for cv in per.values())
     images: dict[str, Path] = {}
     written: list[Path] = []
@@ -67,7 +67,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
         write_json(d / "metrics.json", docs[m.name])
         files = ["predictions.jsonl", "metrics.json", "report.md"]
         if figure and has_scores:
-            plots.curves_plot({m.label: curves[m.label]}, {m.label: points[m.label]}, d / "curves.png")
+            plots.curves_plot({m.row: curves[m.row]}, {m.row: points[m.row]}, d / "curves.png")
             images["curves"] = d / "curves.png"
             files.append("curves.png")
         (d / "report.md").write_text(markdown.monitor_report(docs[m.name], files), encoding="utf-8")
@@ -87,7 +87,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     rows = tables.matrix_rows(described, docs, subsets)
     tables.write_matrix_csv(rows, out_dir / "matrix.csv")
     mmd = tables.matrix_md(rows)
-    fused = [(m.label, docs[m.name]["fusion"]["judge"], docs[m.name]["fusion"]) for m in monitors
+    fused = [(m.row, docs[m.name]["fusion"]["judge"], docs[m.name]["fusion"]) for m in monitors
              if "fusion" in docs[m.name]]
     if fused:  # MOOD's question: does fusion raise held-out detection at 1% FAR?
         mmd += "\n" + tables.fusion_gain_md(fused)
@@ -95,7 +95,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     plots.heatmap(rows, out_dir / "heatmap.png",
                   title=f"{docs[monitors[0].name]['title'].split(' + ')[0]}: MR and FAR by training x test subset")
     images["heatmap"] = out_dir / "heatmap.png"
-    pareto = plots.pareto_plot([(m.label, docs[m.name]["overall"]["mr"], docs[m.name]["overall"]["far"])
+    pareto = plots.pareto_plot([(m.row, docs[m.name]["overall"]["mr"], docs[m.name]["overall"]["far"])
                                 for m in monitors], out_dir / "pareto.png")
     images["pareto"] = out_dir / "pareto.png"
     files = ["matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "metrics.json", "report.md"]

@@ -67,7 +67,7 @@ def run(cfg: Any) -> EvalResult:
     res = evaluate(as_config(cfg))
     for m in res.monitors:
         o = res.metrics[m.name]["overall"]
-        print(f"{m.label:>16s}  " + "  ".join(f"{col.label} {' '.join(col.cells(o, []))}"
+        print(f"{m.row:>16s}  " + "  ".join(f"{col.header} {' '.join(col.cells(o, []))}"
                                               for col in columns(brief=True)))
     print(f"wrote {res.output_dir} ({res.n_computed} predictions computed, {res.n_cached} from cache)")
     return res

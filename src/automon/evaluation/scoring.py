@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, MutableMapping, Sequence
 
@@ -31,12 +30,12 @@ from automon.prompts import get_template
 log = logging.getLogger("automon.evaluation")
 
 
-def cache_key(c: HoldoutConfig, m: Monitor, kind: str) -> dict[str, Any]:
+def cache_key(c: HoldoutConfig, m: Monitor, prompt_kind: str) -> dict[str, Any]:
     """Everything besides the prompt itself that changes a prediction: what the backend says
     identifies its model and settings, plus the adapter, prompt and shots (the same for every backend)."""
     return {
         "backend": c.backend.name,
-        **c.backend.cache_identity(c.model, kind, m.name if m.adapter_dir else None),
+        **c.backend.cache_identity(c.model, prompt_kind, m.name if m.adapter_dir else None),
         "adapter": m.adapter_hash, "prompt": c.prompt.name,
         "shots": c.shots, "shots_seed": c.shots_seed if c.shots else None,
         "enable_thinking": c.model.enable_thinking,
@@ -58,10 +57,10 @@ def score_monitors(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Inputs
                    judge_factory: Callable[..., Any] = make_judge) -> Scored:
     """Every monitor's predictions on the test items and its calibration items. `judge_factory(cfg,
     prompt kind, adapters, tokenizer)` builds the judge backend (a test may wrap it)."""
-    kind = get_template(c.prompt.name).kind
+    prompt_kind = get_template(c.prompt.name).kind
     own = [m for m in monitors if not isinstance(m, FusedMonitor)]
     wanted = {m.name: [*inputs.items, *inputs.calibration(m)] for m in own}
-    caches = {m.name: PredictionCache(inputs.cache_root, cache_key(c, m, kind)) for m in own}
+    caches = {m.name: PredictionCache(inputs.cache_root, cache_key(c, m, prompt_kind)) for m in own}
     scored = Scored({m.name: {} for m in own}, caches)
     todo: list[tuple[Monitor, Rendered]] = []
     for m in own:
@@ -76,7 +75,7 @@ def score_monitors(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Inputs
     if scored.n_cached:
         log.info("%d of %d predictions come from the cache in %s", scored.n_cached, total, inputs.cache_root)
     if todo:
-        _score_missing(c, kind, todo, scored, inputs, tm, total, judge_factory)
+        _score_missing(c, prompt_kind, todo, scored, inputs, tm, total, judge_factory)
     for f in monitors:
         if isinstance(f, FusedMonitor):
             t0 = time.perf_counter()
@@ -87,12 +86,12 @@ def score_monitors(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Inputs
     return scored
 
 
-def _score_missing(c: HoldoutConfig, kind: str, todo: list[tuple[Monitor, Rendered]], scored: Scored,
+def _score_missing(c: HoldoutConfig, prompt_kind: str, todo: list[tuple[Monitor, Rendered]], scored: Scored,
                    inputs: Inputs, tm: MutableMapping[str, float], total: int, judge_factory: Callable[..., Any]) -> None:
     """Load the monitors that have something to score, then score it chunk by chunk, caching as it comes."""
     needed = list({id(m): m for m, _ in todo}.values())
     t0 = time.perf_counter()
-    resources = Resources(make_judge=lambda adapters: judge_factory(c, kind, adapters, inputs.tokenizer),
+    resources = Resources(make_judge=lambda adapters: judge_factory(c, prompt_kind, adapters, inputs.tokenizer),
                           adapters=[m.lora for m in needed if m.lora is not None],
                           train_split=lambda build_dir: load_build(build_dir).samples("train"))
     for m in needed:
@@ -104,18 +103,13 @@ def _score_missing(c: HoldoutConfig, kind: str, todo: list[tuple[Monitor, Render
     try:
         for start in range(0, len(todo), c.backend.chunk_size):
             chunk = todo[start:start + c.backend.chunk_size]
-            by_monitor: dict[str, list[Rendered]] = defaultdict(list)
-            monitor_of = {}
-            for m, it in chunk:  # a chunk may span monitors: each scores its share
-                by_monitor[m.name].append(it)
-                monitor_of[m.name] = m
-            for name, items in by_monitor.items():
-                out = monitor_of[name].score(items)
-                if c.backend.unparseable_fails:
-                    out = [_as_prediction(mark_unparseable(p, kind, c.prompt.name)) for p in out]  # type: ignore[arg-type]
-                for it, p in zip(items, out):
-                    scored.predictions[name][it.sample.id] = p
-                scored.caches[name].put_many((it.sample.id, it.prompt_sha, p) for it, p in zip(items, out))
+            for parts in _by_engine(chunk):  # monitors that share an engine are scored in one call
+                for (m, items), out in zip(parts, type(parts[0][0]).score_together(parts)):
+                    if c.backend.unparseable_fails:
+                        out = [_as_prediction(mark_unparseable(p, prompt_kind, c.prompt.name)) for p in out]  # type: ignore[arg-type]
+                    for it, p in zip(items, out):
+                        scored.predictions[m.name][it.sample.id] = p
+                    scored.caches[m.name].put_many((it.sample.id, it.prompt_sha, p) for it, p in zip(items, out))
             bar.update(len(chunk))
     except OSError as e:
         if not disk_full(e):
@@ -130,6 +124,15 @@ def _score_missing(c: HoldoutConfig, kind: str, todo: list[tuple[Monitor, Render
     tm["model_s"] = resources.timing.model_s
     tm["tokenize_s"] = resources.timing.tokenize_s
     tm["prompt_tokens"] = resources.timing.prompt_tokens
+
+
+def _by_engine(chunk: Sequence[tuple[Monitor, Rendered]]) -> list[list[tuple[Monitor, list[Rendered]]]]:
+    """The chunk's (monitor, its items) parts, grouped by the engine that scores them (in order)."""
+    groups: dict[Any, dict[str, tuple[Monitor, list[Rendered]]]] = {}
+    for m, it in chunk:
+        key = (type(m), id(m.engine)) if m.engine is not None else (type(m), id(m))
+        groups.setdefault(key, {}).setdefault(m.name, (m, []))[1].append(it)
+    return [list(parts.values()) for parts in groups.values()]
 
 
 def _as_prediction(r: Any) -> Prediction:

@@ -8,7 +8,7 @@
 
 A backend whose config defines its own monitors instead of the base model and adapters
 (`BackendConfig.defines_monitors`) names an entry of DEFINED_BY_BACKEND: backend=probe -> one probe
-per training subset. Adding a kind of monitor: docs/evaluation.md, "Adding a kind of monitor".
+per training subset. Adding a kind of monitor: docs/evaluation.md, "Where new things go".
 """
 
 from typing import Any, Callable

@@ -85,7 +85,9 @@ class Resources:
 class Monitor:
     """The fields every monitor has; a subclass implements `score` (and `load`, `fit` as it needs)."""
     name: str                      # unique, directory-safe ("base", the run's directory name, "<features>-<subset>")
-    label: str                     # matrix row name: "base" or the training subset (never the 0/1 sample label)
+    # Its row name in the transfer matrix: "base" or the training subset (metrics.json and identity.json
+    # spell the key "label", as they always have; a sample's 0/1 label is Sample.label).
+    row: str
     adapter_dir: Path | None = None  # the trained artifact: a PEFT adapter or a fitted probe's directory
     adapter_hash: str | None = None  # its content (adapter) or identity (probe) hash
     rank: int | None = None
@@ -101,6 +103,17 @@ class Monitor:
     def score(self, items: Sequence[Rendered]) -> list[Prediction]:
         raise NotImplementedError(f"{type(self).__name__} must score")
 
+    @property
+    def engine(self) -> Any:
+        """What scores for it, when monitors share one (their judge backend); None: itself alone."""
+        return None
+
+    @classmethod
+    def score_together(cls, parts: Sequence[tuple["Monitor", Sequence[Rendered]]]) -> list[list[Prediction]]:
+        """Several monitors of this class sharing one `engine`, scored at once (a subclass sends them in
+        one call: vLLM serves the base model and every adapter in one llm.chat); here one by one."""
+        return [m.score(items) for m, items in parts]
+
     def flag(self, p: Prediction) -> int | None:
         """1 = flagged as misbehavior, 0 = not, None = no decision (failed or unreadable)."""
         raise NotImplementedError(f"{type(self).__name__} must decide")
@@ -111,14 +124,14 @@ class Monitor:
         for the base model, which has no training distribution of its own."""
         if self.meta is not None and self.meta.subset:
             return self.meta.subset
-        return self.label if self.label in (*subset_names(), ALL) else ALL
+        return self.row if self.row in (*subset_names(), ALL) else ALL
 
     @property
     def lora(self) -> LoraAdapter | None:
         return None
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "label": self.label, "kind": self.monitor_kind,
+        return {"name": self.name, "label": self.row, "kind": self.monitor_kind,
                 "adapter": str(self.adapter_dir) if self.adapter_dir else None,
                 "adapter_hash": self.adapter_hash, "lora_rank": self.rank,
                 "trained_on": self.meta.subset if self.meta else None,

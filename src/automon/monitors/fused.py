@@ -43,7 +43,7 @@ class FusedMonitor(Monitor):
     @classmethod
     def around(cls, judge: Monitor, settings: Any, fit: Sequence[Sample], calib: Sequence[Rendered],
                judge_scores: Callable[[Sequence[Rendered]], list[Prediction]] | None = None) -> "FusedMonitor":
-        return cls(name=f"{judge.name}+{settings.fusion}", label=f"{judge.label}+{settings.fusion}",
+        return cls(name=f"{judge.name}+{settings.fusion}", row=f"{judge.row}+{settings.fusion}",
                    adapter_dir=judge.adapter_dir, adapter_hash=judge.adapter_hash, rank=judge.rank, meta=judge.meta,
                    mismatches=list(judge.mismatches), judge=judge, settings=settings, fit_samples=list(fit),
                    calib=list(calib), judge_scores=judge_scores or judge.score)
@@ -52,12 +52,16 @@ class FusedMonitor(Monitor):
     def in_distribution(self) -> str:
         return self.judge.in_distribution  # type: ignore[union-attr]
 
+    @property  # type: ignore[override]
+    def monitor_kind(self) -> str:  # a fused probe is still a probe in metrics.json and report titles
+        return self.judge.monitor_kind  # type: ignore[union-attr]
+
     @property
     def lora(self) -> LoraAdapter | None:
         return self.judge.lora  # type: ignore[union-attr]
 
     def describe(self) -> dict[str, Any]:
-        return {**self.judge.describe(), "name": self.name, "label": self.label}  # type: ignore[union-attr]
+        return {**self.judge.describe(), "name": self.name, "label": self.row}  # type: ignore[union-attr]
 
     def score(self, items: Sequence[Rendered]) -> list[Prediction]:
         """Fit on the reference samples and score `items` in one pass (the detectors read the

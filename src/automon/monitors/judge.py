@@ -27,13 +27,30 @@ class JudgeMonitor(Monitor):
     def load(self, resources: Resources) -> None:
         self.judge = resources.judge()
 
+    @property
+    def engine(self) -> Judge | None:
+        return self.judge
+
+    def request(self, it: Rendered) -> JudgeRequest:
+        return JudgeRequest(id=it.sample.id, messages=it.messages, prompt=it.prompt,
+                            adapter=self.name if self.adapter_dir is not None else None)
+
     def score(self, items: Sequence[Rendered]) -> list[Prediction]:
-        if self.judge is None:
-            raise RuntimeError(f"monitor {self.name}: load() before score()")
-        adapter = self.name if self.adapter_dir is not None else None
-        out = self.judge.score([JudgeRequest(id=it.sample.id, messages=it.messages, prompt=it.prompt, adapter=adapter)
-                                for it in items])
-        return [Prediction(p_yes=r.p_yes, text=r.text, mass=r.mass, error=r.error) for r in out]
+        return self.score_together([(self, items)])[0]
+
+    @classmethod
+    def score_together(cls, parts: Sequence[tuple[Monitor, Sequence[Rendered]]]) -> list[list[Prediction]]:
+        """Judges of one backend in one call, the base model's and every adapter's requests mixed."""
+        judge = parts[0][0].judge  # type: ignore[attr-defined]
+        if judge is None:
+            raise RuntimeError(f"monitor {parts[0][0].name}: load() before score()")
+        out = judge.score([m.request(it) for m, items in parts for it in items])  # type: ignore[attr-defined]
+        preds = [Prediction(p_yes=r.p_yes, text=r.text, mass=r.mass, error=r.error) for r in out]
+        split, k = [], 0
+        for _, items in parts:
+            split.append(preds[k:k + len(items)])
+            k += len(items)
+        return split
 
     def flag(self, p: Prediction) -> int | None:
         if p.error is not None:

@@ -85,7 +85,7 @@ def probe_monitors(c: Any, manifest_hash_of: Callable[[str], str]) -> list[Monit
     out: list[Monitor] = []
     for subset in b.train_subsets:
         ident = probe_identity(b.features, enc, subset, b.cap, b.seed, manifest_hash)
-        out.append(ProbeMonitor(name=f"{b.features}-{subset}", label=subset, adapter_dir=probe_dir(probes_root, ident),
+        out.append(ProbeMonitor(name=f"{b.features}-{subset}", row=subset, adapter_dir=probe_dir(probes_root, ident),
                                 adapter_hash=identity_hash(ident), features=b.features, subset=subset, cap=b.cap, seed=b.seed,
                                 manifest_hash=manifest_hash, build_dir=str(b.data_dir), encoder=enc,
                                 features_root=features_root, threshold=c.threshold))

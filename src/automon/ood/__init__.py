@@ -3,8 +3,9 @@
 detectors.py: pure scoring functions (Mahalanobis distance with shrinkage, kNN distance, response
 perplexity under a causal LM); fusion.py: standardisation on in-distribution benign samples and the
 aggregators (lambda, mean, min); features.py: the pooled hidden states the distance detectors read;
-registry.py: the detectors by name (what `detectors=[...]` accepts); evaluate.py: turns every judge
-of an evaluation into a fused monitor (a matrix row of its own).
+registry.py: the detectors by name (what `detectors=[...]` accepts); reference.py: a monitor's
+in-distribution reference samples, thresholds at reference FARs and fusion gains. The fused monitor
+itself (a matrix row of its own) is automon.monitors.fused.FusedMonitor.
 """
 
 from automon.ood.registry import DETECTORS

@@ -47,7 +47,7 @@ def far_keys(group: Group) -> list[str]:
 @dataclass(frozen=True)
 class Column:
     key: str                      # the key in a metrics group
-    label: str                    # markdown header (and the console line)
+    header: str                   # markdown header (and the console line)
     source: Callable[..., Any]    # the automon.metrics function that computes the value
     count: bool = False           # an integer, written as is (else a rate or score, 3 decimals)
     ci: bool = False              # has a bootstrap interval under `<key>_ci`
@@ -84,10 +84,10 @@ class Column:
 
     # ---- text (markdown, console)
 
-    def labels(self, fkeys: Sequence[str]) -> list[str]:
+    def headers(self, fkeys: Sequence[str]) -> list[str]:
         if self.per_far_target:
-            return [f"{self.label}{k}" for k in self._fkeys(fkeys)]
-        return [f"{self.label} [95% CI]" if self.ci else self.label]
+            return [f"{self.header}{k}" for k in self._fkeys(fkeys)]
+        return [f"{self.header} [95% CI]" if self.ci else self.header]
 
     def cells(self, g: Group, fkeys: Sequence[str]) -> list[str]:
         if self.per_far_target:
@@ -139,8 +139,8 @@ def metric_values(g: Group, fkeys: Sequence[str], deltas: bool = False, base: Gr
     return [v for c in columns(brief) for v in c.values(g, fkeys, deltas, base)]
 
 
-def metric_labels(fkeys: Sequence[str], brief: bool = False) -> list[str]:
-    return [lab for c in columns(brief) for lab in c.labels(fkeys)]
+def metric_headers(fkeys: Sequence[str], brief: bool = False) -> list[str]:
+    return [lab for c in columns(brief) for lab in c.headers(fkeys)]
 
 
 def metric_cells(g: Group, fkeys: Sequence[str], brief: bool = False) -> list[str]:
@@ -152,5 +152,5 @@ def legend() -> str:
     parts = []
     for c in METRIC_COLUMNS:
         if c.definition:
-            parts.append(f"{c.label}x: {c.definition}" if c.per_far_target else f"{c.label} = {c.definition}")
+            parts.append(f"{c.header}x: {c.definition}" if c.per_far_target else f"{c.header} = {c.definition}")
     return "; ".join(parts)

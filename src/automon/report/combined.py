@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from automon.report import markdown, plots, tables
-from automon.report.columns import far_keys, metric_cells, metric_labels
+from automon.report.columns import far_keys, metric_cells, metric_headers
 from automon.schema import SUBSETS
 
 GROUPS = ("overall", "by_subset", "by_category", "by_task")
@@ -78,7 +78,7 @@ def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, di
                          [[p["evaluation"], p["backend"], f"`{p['model']}`", p["prompt"], str(p["n_test"]),
                            str(p["max_pairs_per_subset"] or "all"), f"[report]({p['evaluation']}/report.md)"]
                           for p in doc["evaluations"]])
-    mons = tables.md_table(["monitor", *metric_labels(fk, brief=True)],
+    mons = tables.md_table(["monitor", *metric_headers(fk, brief=True)],
                            [[m["label"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True)]
                             for m in described])
     p0 = doc["evaluations"][0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from automon.report.columns import far_keys, fmt, fmt_ci, metric_cells, metric_labels
+from automon.report.columns import far_keys, fmt, fmt_ci, metric_cells, metric_headers
 from automon.report.tables import md_table, metrics_legend, metrics_table_md
 
 POLICY_TEXT = {
@@ -98,7 +98,7 @@ def not_scored_banner(doc: Mapping[str, Any]) -> list[str]:
 def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequence[Mapping[str, Any]],
                  metrics: Mapping[str, Mapping[str, Any]], pareto: Mapping[str, Any], files: Sequence[str]) -> str:
     fk = far_keys(metrics[monitors[0]["name"]]["overall"]) if monitors else []
-    table = md_table(["row", "monitor", *metric_labels(fk, brief=True), "report"],
+    table = md_table(["row", "monitor", *metric_headers(fk, brief=True), "report"],
                      [[m["label"], m["name"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True),
                        f"[report](monitors/{m['name']}/report.md)"] for m in monitors])
     lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", *incomplete_banner(doc), *caveats_banner(doc),

@@ -13,7 +13,7 @@ from automon.report.columns import (
     is_nan,
     legend,
     metric_cells,
-    metric_labels,
+    metric_headers,
     metric_names,
     metric_values,
 )
@@ -46,7 +46,7 @@ def metrics_table_md(m: Mapping[str, Any]) -> str:
     """One row per group: overall, each subset, each category, each task."""
     fk = far_keys(m["overall"])
     rows = [[OVERALL if by == OVERALL else f"{by}: {g}", *metric_cells(v, fk)] for by, g, v in groups_of(m)]
-    return md_table(["group", *metric_labels(fk)], rows)
+    return md_table(["group", *metric_headers(fk)], rows)
 
 
 def metrics_legend() -> str:
@@ -115,7 +115,7 @@ def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
     parts = []
     for col in delta_columns():
         metric = col.key
-        lines = [f"### {col.title} ({col.label} = {col.definition}), lower is better", "",
+        lines = [f"### {col.title} ({col.header} = {col.definition}), lower is better", "",
                  "| trained on \\ tested on | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
         for lab in labels:
             cells = []
