@@ -154,6 +154,7 @@ def test_trl_keeps_every_example_and_label_untouched(tiny_model_path, tiny_tok):
     assert stats.n == len(samples) and stats.responses_shortened == len(samples) // 2
     assert first.sample_id == samples[0].id and dataset["length"] == [len(e.input_ids) for e in examples]
     cfg = SFTConfig()
+    cfg.train.packing = False  # the examples as TRL gets them unpacked (packed rows: tests/training/test_packing.py)
     import tempfile
     from pathlib import Path
 
