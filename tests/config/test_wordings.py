@@ -18,8 +18,9 @@ def test_every_wordings_version_loads_into_the_schema(version):
     w = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(WordingsConfig),
                                             OmegaConf.load(CONF / "wordings" / f"{version}.yaml")))
     assert w.version == version
-    # v1 keeps v1's sg_code templates; every later version uses v2's
-    assert w.sg_code_templates == ("v1" if version == "v1" else "v2") and w.sg_code_templates in SG_CODE_TEMPLATES
+    # v1 keeps v1's sg_code templates; v2-v4 use v2's, v5 v3's (construct pairs)
+    expected = {"v1": "v1", "v5": "v3"}.get(version, "v2")
+    assert w.sg_code_templates == expected and w.sg_code_templates in SG_CODE_TEMPLATES
 
 
 def test_a_misspelt_key_in_a_wordings_file_fails_naming_it(tmp_path):
@@ -33,5 +34,5 @@ def test_an_unknown_sg_code_template_version_stops_the_build_before_it_reads_any
     from automon.data.check import BuildError, check_config
 
     check_config(build_cfg(["wordings=v3"]))
-    with pytest.raises(BuildError, match=r"wordings.sg_code_templates.*v3"):
-        check_config(build_cfg(["wordings.sg_code_templates=v3"]))
+    with pytest.raises(BuildError, match=r"wordings.sg_code_templates.*v9"):
+        check_config(build_cfg(["wordings.sg_code_templates=v9"]))
