@@ -76,7 +76,10 @@ def test_policy_build_funnel_samples_cache_and_rebuild(synth_root, tmp_path, scr
     assert pol["subsets"]["syco_qa"]["funnel"]["truthfulqa"]["asked"] == n_tqa
     assert pol["subsets"]["syco_qa"]["funnel"]["truthfulqa"]["kept"] == n_tqa
     f = pol["subsets"]["syco_reasoning"]["funnel"]["gsm8k"]
-    assert f["asked"] == f["correct_without_cue"] == f["kept"] == f["adopted_cue"] == len(gsm)
+    # every GSM8K problem the recipe can bend is asked (wordings v5 leaves out, and counts, those with
+    # no quantity a misreading can change consistently)
+    unbendable = b.manifest["dropped"].get("syco_reasoning/gsm8k_no_misreadable_quantity", 0)
+    assert f["asked"] == f["correct_without_cue"] == f["kept"] == f["adopted_cue"] == len(gsm) - unbendable
     assert pol["generator"]["model"] == "tiny" and pol["generator"]["backend"] == "scripted"
 
     test = b.samples("test")
