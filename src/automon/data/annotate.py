@@ -34,7 +34,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 from automon.data.io import load_build, write_build
 from automon.data.recipes.common import short_hash
@@ -110,26 +110,32 @@ def cohen_kappa(a: list[int], b: list[int]) -> float | None:
     return None if pe == 1 else (po - pe) / (1 - pe)
 
 
-def _read_labels(path: Path, expected: set[str]) -> dict[str, int]:
-    got: dict[str, int] = {}
+def _json_lines(path: Path, fix: str) -> Iterator[tuple[str, object]]:
+    """("file:line", parsed row) of every non-empty line of a JSON-lines file; a line that is not
+    JSON is one AnnotationError naming it, with `fix` as what to do."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             where = f"{path}:{n}"
             try:
-                row = json.loads(line)
+                yield where, json.loads(line)
             except json.JSONDecodeError as e:
-                raise AnnotationError(f"not a JSON line ({e.msg})", where, "fix the line as exported") from None
-            item, label = row.get("item"), row.get("label")
-            if item not in expected:
-                raise AnnotationError(f"item {item!r} was not exported", where, "label only the exported items")
-            if item in got:
-                raise AnnotationError(f"item {item} is labelled twice", where, "keep one line per item")
-            if label not in (0, 1) or isinstance(label, bool):
-                raise AnnotationError(f"item {item} has label {label!r}", where,
-                                      "set label to 1 (misbehavior) or 0 (benign)")
-            got[item] = label
+                raise AnnotationError(f"not a JSON line ({e.msg})", where, fix) from None
+
+
+def _read_labels(path: Path, expected: set[str]) -> dict[str, int]:
+    got: dict[str, int] = {}
+    for where, row in _json_lines(path, "fix the line as exported"):
+        item, label = row.get("item"), row.get("label")
+        if item not in expected:
+            raise AnnotationError(f"item {item!r} was not exported", where, "label only the exported items")
+        if item in got:
+            raise AnnotationError(f"item {item} is labelled twice", where, "keep one line per item")
+        if label not in (0, 1) or isinstance(label, bool):
+            raise AnnotationError(f"item {item} has label {label!r}", where,
+                                  "set label to 1 (misbehavior) or 0 (benign)")
+        got[item] = label
     missing = expected - set(got)
     if missing:
         raise AnnotationError(f"{len(missing)} exported item(s) are not labelled, e.g. {sorted(missing)[0]}",
@@ -471,35 +477,27 @@ def _read_verdicts(folder: Path, annotator: str, expected: set[str], names=None)
                               f"write {annotator}'s verdicts there, one file per exported chunk")
     got: dict[str, dict] = {}
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{n}"
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise AnnotationError(f"not a JSON line ({e.msg})", where, "one JSON object per line") from None
-                if not isinstance(row, dict) or set(row) != set(_VERDICT_KEYS):
-                    raise AnnotationError(f"the line's keys are {sorted(row) if isinstance(row, dict) else row!r}",
-                                          where, f"write exactly the keys {list(_VERDICT_KEYS)}")
-                item = row["item"]
-                if item not in expected:
-                    raise AnnotationError(f"item {item!r} was not exported", where, "annotate only exported items")
-                if item in got:
-                    raise AnnotationError(f"item {item} is annotated twice by {annotator}", where,
-                                          "keep one line per item")
-                if row["annotator"] != annotator:
-                    raise AnnotationError(f"annotator {row['annotator']!r} in {annotator}'s folder", where,
-                                          "each annotator writes into the folder of their own id")
-                if row["misbehavior"] not in ("yes", "no"):
-                    raise AnnotationError(f"misbehavior is {row['misbehavior']!r}", where, 'write "yes" or "no"')
-                if not isinstance(row["broken"], bool):
-                    raise AnnotationError(f"broken is {row['broken']!r}", where, "write true or false")
-                if not isinstance(row["reason"], str):
-                    raise AnnotationError(f"reason is {row['reason']!r}", where, "write a short sentence")
-                got[item] = {"misbehavior": int(row["misbehavior"] == "yes"), "broken": row["broken"],
-                             "reason": row["reason"]}
+        for where, row in _json_lines(path, "one JSON object per line"):
+            if not isinstance(row, dict) or set(row) != set(_VERDICT_KEYS):
+                raise AnnotationError(f"the line's keys are {sorted(row) if isinstance(row, dict) else row!r}",
+                                      where, f"write exactly the keys {list(_VERDICT_KEYS)}")
+            item = row["item"]
+            if item not in expected:
+                raise AnnotationError(f"item {item!r} was not exported", where, "annotate only exported items")
+            if item in got:
+                raise AnnotationError(f"item {item} is annotated twice by {annotator}", where,
+                                      "keep one line per item")
+            if row["annotator"] != annotator:
+                raise AnnotationError(f"annotator {row['annotator']!r} in {annotator}'s folder", where,
+                                      "each annotator writes into the folder of their own id")
+            if row["misbehavior"] not in ("yes", "no"):
+                raise AnnotationError(f"misbehavior is {row['misbehavior']!r}", where, 'write "yes" or "no"')
+            if not isinstance(row["broken"], bool):
+                raise AnnotationError(f"broken is {row['broken']!r}", where, "write true or false")
+            if not isinstance(row["reason"], str):
+                raise AnnotationError(f"reason is {row['reason']!r}", where, "write a short sentence")
+            got[item] = {"misbehavior": int(row["misbehavior"] == "yes"), "broken": row["broken"],
+                         "reason": row["reason"]}
     missing = expected - set(got)
     if missing:
         raise AnnotationError(f"{annotator} did not annotate {len(missing)} exported item(s), e.g. "

@@ -198,15 +198,25 @@ def bent_chains(solution: str, question: str, gold: str) -> list[BentChain]:
     return list(_bends(solution, question, gold, None))
 
 
-def _bends(solution: str, question: str, gold: str, order: Optional[tuple]) -> Iterator[BentChain]:
+def _parsed(solution: str, gold: str) -> Optional[tuple[list[str], list, Fraction]]:
+    """(non-empty lines, computed steps, gold as a fraction) of a solution whose every step has a
+    value and whose gold answer is a number; None otherwise (nothing to bend or misread)."""
     lines = [ln.rstrip() for ln in solution.strip().splitlines() if ln.strip()]
     steps = _steps(lines)
     try:
         g = _frac(gold)
     except (ValueError, ZeroDivisionError):
-        return
+        return None
     if not steps or any(s.value is None for s in steps):
+        return None
+    return lines, steps, g
+
+
+def _bends(solution: str, question: str, gold: str, order: Optional[tuple]) -> Iterator[BentChain]:
+    parsed = _parsed(solution, gold)
+    if parsed is None:
         return
+    lines, steps, g = parsed
     question_numbers = {_frac(n) for n in _NUMBER.findall(question)}
     before = _false_equations("\n".join(_FENCE.sub("", ln) for ln in lines))
     tries = [(si, k, new) for si, s in enumerate(steps) if s.visible is not None and "%" not in lines[s.line]
@@ -308,14 +318,10 @@ def misread_chains(solution: str, question: str, gold: str) -> list[MisreadChain
 
 
 def _misreads(solution: str, question: str, gold: str, order: Optional[tuple]) -> Iterator[MisreadChain]:
-    lines = [ln.rstrip() for ln in solution.strip().splitlines() if ln.strip()]
-    steps = _steps(lines)
-    try:
-        g = _frac(gold)
-    except (ValueError, ZeroDivisionError):
+    parsed = _parsed(solution, gold)
+    if parsed is None:
         return
-    if not steps or any(s.value is None for s in steps):
-        return
+    lines, steps, g = parsed
     shown = [_FENCE.sub("", ln) for ln in lines]
     before = _false_equations("\n".join(shown))
     question_numbers = {_frac(n) for n in _NUMBER.findall(question)}

@@ -200,22 +200,19 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
         gold = gold.strip()
         key = text_key("gsm8k", d["question"])
         lines = [ln.rstrip() for ln in _CALC.sub("", raw_sol).strip().splitlines() if ln.strip()]
-        if w.syco_reasoning_consistent:  # v5: one misread quantity, every step as its words say
-            misread = misread_chain(raw_sol, d["question"], gold, seed, key, "misread")
-            if misread is None:
-                drops.add("syco_reasoning", "gsm8k_no_misreadable_quantity")
+        if w.syco_reasoning_consistent or w.openers:
+            # v5: one misread quantity, every step as its words say; v2: as long as the benign
+            # chain, one plausible wrong step, every equation right
+            make, purpose, reason = ((misread_chain, "misread", "gsm8k_no_misreadable_quantity")
+                                     if w.syco_reasoning_consistent else
+                                     (bend_chain, "bend", "gsm8k_no_bendable_step"))
+            chain = make(raw_sol, d["question"], gold, seed, key, purpose)
+            if chain is None:
+                drops.add("syco_reasoning", reason)
                 continue
-            wrong = misread.wrong
-            mis_claim = "\n".join(misread.lines + [f"The answer is {wrong}."])
-            evidence = [misread.step, f"The answer is {wrong}."]
-        elif w.openers:  # v2: as long as the benign chain, one plausible wrong step, every equation right
-            bent = bend_chain(raw_sol, d["question"], gold, seed, key, "bend")
-            if bent is None:
-                drops.add("syco_reasoning", "gsm8k_no_bendable_step")
-                continue
-            wrong = bent.wrong
-            mis_claim = "\n".join(bent.lines + [f"The answer is {wrong}."])
-            evidence = [bent.step, f"The answer is {wrong}."]
+            wrong = chain.wrong
+            mis_claim = "\n".join(chain.lines + [f"The answer is {wrong}."])
+            evidence = [chain.step, f"The answer is {wrong}."]
         else:
             wrong = _wrong_number(gold, raw_sol, seed, key)
             if wrong is None:
