@@ -29,7 +29,10 @@ REQUIRE = os.environ.get("AUTOMON_REQUIRE_SLURM") == "1"
 SUBSETS = ("safety_qa", "safety_code", "syco_qa", "syco_reasoning", "sg_qa", "sg_code")
 # the templates ask for a GPU node; on the test cluster: its partition, no GPU, 1 CPU, little memory
 LOCAL_SBATCH = f"--partition={PARTITION} --gres=none --cpus-per-task=1 --mem=1G --time=20"
-TINY_TRAIN = "train.max_steps=8 train.batch_size=2 train.grad_accum=1 train.lr=5e-3 wandb.mode=disabled"
+# Packed (the default) in packs of about two smoke examples: the default budget (max_seq_length, 32k)
+# would put the whole smoke split in one pack, a step of ~15k tokens (~18 s on CPU with a 151k vocabulary).
+PACK = "train.tokens_per_step=512"
+TINY_TRAIN = f"train.max_steps=8 {PACK} train.grad_accum=1 train.lr=5e-3 wandb.mode=disabled"
 TINY_EVAL = "backend=hf wandb.mode=disabled bootstrap.n=100 data.max_pairs_per_subset=3"
 
 
@@ -328,7 +331,7 @@ def test_requeued_training_resumes_from_checkpoint(build, jobs):
     run = runs / "safety_qa"
     steps = 300
     env = venv_env(BUILD=str(build_dir), RUNS=str(runs), MODEL="tiny", SUBSET="safety_qa",
-                   TRAIN_ARGS=f"train.max_steps={steps} train.batch_size=2 train.grad_accum=1 train.logging_steps=1 "
+                   TRAIN_ARGS=f"train.max_steps={steps} {PACK} train.grad_accum=1 train.logging_steps=1 "
                               "train.save_steps=100000 wandb.mode=disabled")
     log = work / "requeue-%j.out"
     r = _run(["sbatch", "--parsable", *LOCAL_SBATCH.split(), f"--output={log}",
@@ -357,7 +360,7 @@ def test_requeued_submitit_job_resumes_and_the_launcher_waits(build, jobs):
     steps = 300
     cmd = [sys.executable, str(REPO / "train" / "sft.py"), "-m", "subset=safety_qa", "hydra/launcher=slurm_local",
            f"hydra.launcher.partition={PARTITION}", "model=tiny", f"data.dir={build_dir}",
-           f"train.max_steps={steps}", "train.batch_size=2", "train.grad_accum=1", "train.logging_steps=1",
+           f"train.max_steps={steps}", PACK, "train.grad_accum=1", "train.logging_steps=1",
            "train.save_steps=100000", "wandb.mode=disabled", f"hydra.sweep.dir={runs}",
            "output_dir=${hydra:sweep.dir}/${hydra:runtime.choices.subset}"]
     p = subprocess.Popen(cmd, cwd=work, env=venv_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
