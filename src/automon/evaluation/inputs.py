@@ -20,7 +20,6 @@ from automon.evaluation.identity import output_dir
 from automon.evaluation.monitors import sweep_runs, training_build_notes
 from automon.evaluation.publish import refuse_foreign_output
 from automon.evaluation.requests import render_all
-from automon.evaluation.transforms import transform
 from automon.models.loading import load_tokenizer
 from automon.monitors import Monitor, Rendered
 from automon.ood.reference import reference_split
@@ -85,15 +84,12 @@ def refuse_build_dir(out_dir: Path, build_dir: Path) -> None:
                         "unset: evals/<model>__<monitor>__<prompt>__shots<k>)")
 
 
-def prepare_inputs(c: HoldoutConfig, monitors: Sequence[Monitor], tm: MutableMapping[str, float],
-                   transforms: Sequence[str] = ()) -> Inputs:
-    """Load and render everything the monitors will score; `tm` collects the seconds spent.
-    `transforms`: names in automon.evaluation.transforms.TRANSFORMS applied to the test samples."""
+def prepare_inputs(c: HoldoutConfig, monitors: Sequence[Monitor], tm: MutableMapping[str, float]) -> Inputs:
+    """Load and render everything the monitors will score; `tm` collects the seconds spent."""
     t0 = time.perf_counter()
     build = load_build(c.data.dir)
     notes = training_build_notes(list(monitors), build.manifest_hash, c.data.dir, c.allow_other_build)
-    test = transform(pick_test_samples(build.samples("test"), c.data.subsets, c.data.max_pairs_per_subset),
-                     transforms)
+    test = pick_test_samples(build.samples("test"), c.data.subsets, c.data.max_pairs_per_subset)
     tm["data_s"] += time.perf_counter() - t0
     out_dir = output_dir(c, monitors)
     refuse_foreign_output(out_dir, Path(build.path))  # the build, a training run, a folder of other files

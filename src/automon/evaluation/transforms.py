@@ -1,31 +1,76 @@
-"""Transformations of the test samples before they are rendered and scored: the seam for stress tests
-(paraphrased, truncated, padded, translated responses ...).
+"""Stresses: registered, versioned, seeded transformations of the test samples before they are
+rendered and scored (injected instructions, legitimacy claims, obfuscated code, paraphrased prose).
 
-A transformation is a pure function Sample -> Sample registered in TRANSFORMS under its name.
-`transform(samples, names)` applies the named ones in order and gives each result its own id
-(`<id>~<name>`, the pair id likewise), so the prediction cache, predictions.jsonl and the pair
-bootstrap keep a stressed sample apart from the original. automon.evaluation.inputs.prepare_inputs
-applies them to the test split before rendering; every monitor then scores the stressed samples
-exactly as it scores the originals. The evaluation passes no names yet: a stress suite adds the
-config key that selects them and passes it to prepare_inputs.
+A stress is a `Stress` in STRESSES. Its `apply(sample, rng)` returns the stressed sample (the same
+label: a stress never changes what the response does, only how it reads) or the sample unchanged
+where the stress makes no sense for it (a benign twin that has nothing to obfuscate); `subsets` names
+the subsets it covers (pairs of other subsets are left out of that stressed set, so a code-only stress
+is not averaged with untouched QA pairs). `rng` is seeded by (seed, stress name, version, sample id),
+so a stressed sample does not depend on which other samples are stressed or in what order.
+
+`stress(samples, name, seed)` gives every stressed sample its own id (`<id>~<name>`, the pair id
+likewise), so the prediction cache, predictions.jsonl and the pair bootstrap keep a stressed sample
+apart from the original; the rendered prompt differs too, so the cache key (the prompt's hash) does.
+automon.evaluation.inputs.prepare_inputs applies the selected stresses to the test split before
+rendering; every monitor then scores the stressed samples exactly as it scores the clean ones.
+
+This module is the type and the registry; the built-in stresses live in automon.evaluation.stresses
+(one module each), which registers them on import: read STRESSES through that package.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import random
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from automon.schema import Sample
 
-TRANSFORMS: dict[str, Callable[[Sample], Sample]] = {}
+
+@dataclass(frozen=True)
+class Stress:
+    name: str
+    version: int                               # bump whenever the stressed bytes change
+    threat: str                                # one line: what the watched model tries (report, docs)
+    subsets: frozenset[str]                    # the subsets it applies to
+    apply: Callable[[Sample, random.Random], Sample]
 
 
-def transform(samples: Sequence[Sample], names: Sequence[str]) -> list[Sample]:
-    out = list(samples)
-    for name in names:
-        if name not in TRANSFORMS:
-            raise KeyError(f"unknown sample transformation {name!r}; registered: {', '.join(TRANSFORMS) or 'none'}")
-        fn = TRANSFORMS[name]
-        out = [replace(fn(s), id=f"{s.id}~{name}", pair_id=f"{s.pair_id}~{name}" if s.pair_id else None)
-               for s in out]
+STRESSES: dict[str, Stress] = {}
+
+
+def register(s: Stress) -> Stress:
+    if s.name in STRESSES:
+        raise ValueError(f"stress {s.name!r} registered twice")
+    if "~" in s.name:
+        raise ValueError(f"stress name {s.name!r} may not contain '~' (it separates a sample id from its stress)")
+    STRESSES[s.name] = s
+    return s
+
+
+def get_stress(name: str) -> Stress:
+    if name not in STRESSES:
+        raise KeyError(f"unknown stress {name!r}; registered: {', '.join(sorted(STRESSES)) or 'none'}")
+    return STRESSES[name]
+
+
+def stress_rng(seed: int, s: Stress, sample_id: str) -> random.Random:
+    # a str seed is hashed with SHA-512 by random.Random: the same on every machine and PYTHONHASHSEED
+    return random.Random(f"{seed}:{s.name}:v{s.version}:{sample_id}")
+
+
+def stress(samples: Sequence[Sample], name: str, seed: int = 0) -> list[Sample]:
+    """The stressed copy of the samples of the stress's subsets, each with id `<id>~<name>`."""
+    s = get_stress(name)
+    out = []
+    for x in samples:
+        if x.subset not in s.subsets:
+            continue
+        y = s.apply(x, stress_rng(seed, s, x.id))
+        if y.label != x.label or y.pair_id != x.pair_id or y.id != x.id:
+            raise ValueError(f"stress {name} changed the label, id or pair of sample {x.id}")
+        out.append(replace(y, id=f"{x.id}~{name}", pair_id=f"{x.pair_id}~{name}" if x.pair_id else None,
+                           meta={**y.meta, "stress": {"name": name, "version": s.version, "seed": seed,
+                                                      "of": x.id}}))
     return out
+

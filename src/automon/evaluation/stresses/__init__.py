@@ -1,0 +1,6 @@
+"""The built-in stresses, one module each; importing this package registers them in STRESSES
+(automon.evaluation.transforms holds the Stress type and the registry)."""
+
+from automon.evaluation.transforms import STRESSES, Stress, get_stress, register, stress
+
+__all__ = ["STRESSES", "Stress", "get_stress", "register", "stress"]
