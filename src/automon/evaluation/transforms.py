@@ -5,8 +5,10 @@ A stress is a `Stress` in STRESSES. Its `apply(sample, rng)` returns the stresse
 label: a stress never changes what the response does, only how it reads) or the sample unchanged
 where the stress makes no sense for it (a benign twin that has nothing to obfuscate); `subsets` names
 the subsets it covers (pairs of other subsets are left out of that stressed set, so a code-only stress
-is not averaged with untouched QA pairs). `rng` is seeded by (seed, stress name, version, sample id),
-so a stressed sample does not depend on which other samples are stressed or in what order.
+is not averaged with untouched QA pairs). `rng` is seeded by (seed, stress name, version, pair id), so
+both twins of a pair draw the same choices (the same injected wording at the same place: the pair
+still differs only in the misbehavior), and a stressed sample does not depend on which other samples
+are stressed or in what order.
 
 `stress(samples, name, seed)` gives every stressed sample its own id (`<id>~<name>`, the pair id
 likewise), so the prediction cache, predictions.jsonl and the pair bootstrap keep a stressed sample
@@ -54,9 +56,9 @@ def get_stress(name: str) -> Stress:
     return STRESSES[name]
 
 
-def stress_rng(seed: int, s: Stress, sample_id: str) -> random.Random:
+def stress_rng(seed: int, s: Stress, x: Sample) -> random.Random:
     # a str seed is hashed with SHA-512 by random.Random: the same on every machine and PYTHONHASHSEED
-    return random.Random(f"{seed}:{s.name}:v{s.version}:{sample_id}")
+    return random.Random(f"{seed}:{s.name}:v{s.version}:{x.pair_id or x.id}")
 
 
 def stress(samples: Sequence[Sample], name: str, seed: int = 0) -> list[Sample]:
@@ -66,7 +68,7 @@ def stress(samples: Sequence[Sample], name: str, seed: int = 0) -> list[Sample]:
     for x in samples:
         if x.subset not in s.subsets:
             continue
-        y = s.apply(x, stress_rng(seed, s, x.id))
+        y = s.apply(x, stress_rng(seed, s, x))
         if y.label != x.label or y.pair_id != x.pair_id or y.id != x.id:
             raise ValueError(f"stress {name} changed the label, id or pair of sample {x.id}")
         out.append(replace(y, id=f"{x.id}~{name}", pair_id=f"{x.pair_id}~{name}" if x.pair_id else None,
