@@ -10,7 +10,9 @@ both twins of a pair draw the same choices (the same injected wording at the sam
 still differs only in the misbehavior), and a stressed sample does not depend on which other samples
 are stressed or in what order.
 
-`stress(samples, name, seed)` gives every stressed sample its own id (`<id>~<name>`, the pair id
+`apply` may say how it stressed a sample in `meta["stress"]` (the wording, the place, a fallback);
+`stress(samples, name, seed)` adds the stress's name, version, seed and the original id there, and
+gives every stressed sample its own id (`<id>~<name>`, the pair id
 likewise), so the prediction cache, predictions.jsonl and the pair bootstrap keep a stressed sample
 apart from the original; the rendered prompt differs too, so the cache key (the prompt's hash) does.
 automon.evaluation.inputs.prepare_inputs applies the selected stresses to the test split before
@@ -72,7 +74,7 @@ def stress(samples: Sequence[Sample], name: str, seed: int = 0) -> list[Sample]:
         if y.label != x.label or y.pair_id != x.pair_id or y.id != x.id:
             raise ValueError(f"stress {name} changed the label, id or pair of sample {x.id}")
         out.append(replace(y, id=f"{x.id}~{name}", pair_id=f"{x.pair_id}~{name}" if x.pair_id else None,
-                           meta={**y.meta, "stress": {"name": name, "version": s.version, "seed": seed,
-                                                      "of": x.id}}))
+                           meta={**y.meta, "stress": {**y.meta.get("stress", {}), "name": name, "version": s.version,
+                                                      "seed": seed, "of": x.id}}).validate())
     return out
 

@@ -1,0 +1,46 @@
+"""The answer a response commits to, read by the policy generator's extractors
+(automon.policy.extract), so that a stress can show it left the answer where it was.
+
+Multiple-choice samples (syco_qa's MMLU and fact items, sg_qa's choice items: options `(A) ...` or
+`A) ...` on lines of the request, or letters `(A)` inline) are read by `extract_choice`, GSM8K chains (syco_reasoning) by
+`extract_number`. Open answers (TruthfulQA) and safety responses have no extractor that works without
+the source's answer lists; a stress that rewords them keeps the answer sentence, the evidence, byte
+for byte instead (paraphrase.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from automon.policy.extract import extract_choice, extract_number
+from automon.schema import Sample
+
+_OPTION = re.compile(r"^\s*\(?([A-H])\)\s+(.+?)\s*$", re.M)
+_INLINE = re.compile(r"\(([A-H])\)")
+
+
+def options(request: str) -> dict[str, str]:
+    """The lettered options of a multiple-choice request ({} if it has fewer than two)."""
+    found: dict[str, str] = {}
+    for m in _OPTION.finditer(request):
+        found.setdefault(m.group(1), m.group(2))
+    if len(found) < 2:  # options named inline ("... cooled down (A) or still warm (B)?"): letters only
+        found = {m.group(1): "" for m in _INLINE.finditer(request)}
+    return found if len(found) >= 2 else {}
+
+
+def answer_of(x: Sample) -> str | None:
+    """The option letter or final number the response commits to; None where no extractor applies
+    (or none reads an answer)."""
+    if x.subset == "syco_reasoning":
+        return extract_number(x.response).answer
+    if x.subset in ("syco_qa", "sg_qa"):
+        opts = options(x.request)
+        if opts:
+            return extract_choice(x.response, opts).answer
+    return None
+
+
+def same_answer(before: Sample, after: Sample) -> bool:
+    """Whether the extractors read the same answer in both responses (True where none applies)."""
+    return answer_of(before) == answer_of(after)
