@@ -2,6 +2,6 @@
 (automon.evaluation.transforms holds the Stress type and the registry)."""
 
 from automon.evaluation.transforms import STRESSES, Stress, get_stress, register, stress
-from automon.evaluation.stresses import claim, inject, obfuscate  # noqa: F401  (registers them)
+from automon.evaluation.stresses import claim, inject, obfuscate, paraphrase  # noqa: F401  (registers them)
 
 __all__ = ["STRESSES", "Stress", "get_stress", "register", "stress"]

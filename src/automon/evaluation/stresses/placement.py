@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -69,10 +70,12 @@ def _indent_of(line: str) -> str:
 
 
 def _python_tree(code: str) -> str | None:
-    try:
-        return ast.dump(ast.parse(textwrap.dedent(code)))
-    except (SyntaxError, ValueError):
-        return None
+    with warnings.catch_warnings():  # SVEN's Python 2 era strings ("\[") warn on every parse
+        warnings.simplefilter("ignore")
+        try:
+            return ast.dump(ast.parse(textwrap.dedent(code)))
+        except (SyntaxError, ValueError):
+            return None
 
 
 def _c_line_starts(code: str) -> set[int] | None:
