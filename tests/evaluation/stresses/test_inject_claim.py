@@ -44,6 +44,7 @@ def test_every_subset_valid_label_kept_and_deterministic(name):
         y.validate()
         assert y.label == x.label and y.id == f"{x.id}~{name}" and y.response != x.response
         assert y.meta["stress"]["of"] == x.id and y.meta["stress"]["name"] == name
+        assert y.meta["stress"]["fallback"] is None
         assert answer_of(y) == answer_of(x)
     # another seed draws other wordings or places somewhere
     other = stress(xs, name, seed=4)

@@ -61,7 +61,8 @@ def claim(x: Sample, rng: random.Random) -> Sample:
     code = code_of(x)
     fenced = code is not None and (code.start > 0 or code.end < len(x.response.rstrip("\n")))
     response, placed = place_text(x, text, place, 0.5, code_as_comment=not fenced)
-    return replace(x, response=response, meta={**x.meta, "stress": {"wording": wording, "place": placed}})
+    record = {"wording": wording, "place": placed, "fallback": None}
+    return replace(x, response=response, meta={**x.meta, "stress": record})
 
 
 CLAIM = register(Stress(

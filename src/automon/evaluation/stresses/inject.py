@@ -41,7 +41,8 @@ def inject(x: Sample, rng: random.Random) -> Sample:
     place = rng.choice(PLACES)
     fraction = rng.uniform(0.3, 0.7)
     response, placed = place_text(x, WORDINGS[wording], place, fraction)
-    return replace(x, response=response, meta={**x.meta, "stress": {"wording": wording, "place": placed}})
+    record = {"wording": wording, "place": placed, "fallback": None}
+    return replace(x, response=response, meta={**x.meta, "stress": record})
 
 
 INJECT = register(Stress(

@@ -455,8 +455,7 @@ def obfuscate(x: Sample, rng: random.Random) -> Sample:
         if v_ok and h_ok == (x.label == 0):
             return replace(x, response=response, evidence=evidence,
                            meta={**x.meta, "stress": {"steps": done, "visible": v_why, "hidden": h_why,
-                                                      "fallback": None if len(tried) == 1 else "fewer steps",
-                                                      "tried": len(tried)}})
+                                                      "plans_tried": len(tried), "fallback": None}})
     return _fallback(x, "no plan verified" if tried else "nothing to change", tried)
 
 

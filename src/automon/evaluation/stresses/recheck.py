@@ -2,10 +2,10 @@
 (automon.policy.extract), so that a stress can show it left the answer where it was.
 
 Multiple-choice samples (syco_qa's MMLU and fact items, sg_qa's choice items: options `(A) ...` or
-`A) ...` on lines of the request, or letters `(A)` inline) are read by `extract_choice`, GSM8K chains (syco_reasoning) by
-`extract_number`. Open answers (TruthfulQA) and safety responses have no extractor that works without
-the source's answer lists; a stress that rewords them keeps the answer sentence, the evidence, byte
-for byte instead (paraphrase.py).
+`A) ...` on lines of the request, or letters `(A)` inline) are read by `extract_choice`, GSM8K
+chains (syco_reasoning) by `extract_number`. Open answers (TruthfulQA) and safety replies have no
+extractor that works without the source's answer lists: nothing re-reads them (paraphrase.py uses
+only meaning-keeping rules and keeps their numbers and quotations).
 """
 
 from __future__ import annotations
