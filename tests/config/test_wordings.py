@@ -36,3 +36,14 @@ def test_an_unknown_sg_code_template_version_stops_the_build_before_it_reads_any
     check_config(build_cfg(["wordings=v3"]))
     with pytest.raises(BuildError, match=r"wordings.sg_code_templates.*v9"):
         check_config(build_cfg(["wordings.sg_code_templates=v9"]))
+
+
+def test_v1_passes_the_checks_and_an_empty_phrase_list_still_fails():
+    """v1 leaves openers and tails empty (its surface forms, before v2's balanced ones): the check of
+    empty phrase lists refused `wordings=v1`, which docs/data.md says still builds."""
+    from automon.data.check import BuildError, check_config
+
+    check_config(build_cfg(["wordings=v1"]))
+    for key in ("tails", "openers", "syco_qa_cues"):  # one of the pair empty is neither v1 nor v2
+        with pytest.raises(BuildError, match=rf"wordings.{key} is empty"):
+            check_config(build_cfg([f"wordings.{key}=[]"]))

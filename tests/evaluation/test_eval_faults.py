@@ -308,7 +308,7 @@ def test_disk_full_while_rewriting_leaves_the_earlier_results_whole(tmp_path, bu
 
 
 def test_disk_full_in_the_prediction_cache_is_a_user_error(tmp_path, build, monkeypatch):
-    from automon.evaluation.cache import PredictionCache
+    from automon.backends.cache import PredictionCache
 
     def full(self, items):
         raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
@@ -382,9 +382,9 @@ def test_cache_dir_that_is_a_file_or_a_cache_file_that_is_a_directory_fails_befo
     afile.write_text("x")
     one_error_line(run_holdout(*cpu_overrides(build, tmp_path / "o", *TINY, f"cache_dir={afile}")),
                    f"cannot write in cache_dir={afile}")
-    from automon.evaluation.cache import PredictionCache, key_hash
+    from automon.backends.cache import CacheError, PredictionCache, key_hash
 
     key = {"k": 1}
     (tmp_path / "c" / f"{key_hash({'cache_version': 'predcache_v1', **key})}.jsonl").mkdir(parents=True)
-    with pytest.raises(EvalError, match="cache file .* is a directory"):
+    with pytest.raises(CacheError, match="cache file .* is a directory"):
         PredictionCache(tmp_path / "c", key)

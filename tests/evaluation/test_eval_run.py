@@ -13,7 +13,7 @@ import pytest
 
 from support import HOLDOUT, REPO, compose, cpu_overrides, holdout_env, make_adapter, make_build, run_holdout
 from automon.evaluation import AdapterMismatch, EvalError, evaluate
-from automon.evaluation.cache import PredictionCache
+from automon.backends.cache import PredictionCache
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.monitors import adapter_hash
 from automon.evaluation.identity import default_output_dir

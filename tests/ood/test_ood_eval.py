@@ -76,7 +76,7 @@ def test_judge_det_at_far_uses_thresholds_from_its_training_subsets_benign_calib
     doc = result.metrics["sc"]
     ref = doc["far_reference"]
     # the judge's P(yes) on the benign calibration samples, from the shared prediction cache
-    from automon.evaluation.cache import PredictionCache
+    from automon.backends.cache import PredictionCache
 
     cache = PredictionCache(root / "cache", {k: v for k, v in doc["cache"]["key"].items() if k != "cache_version"})
     assert cache.path.name == doc["cache"]["file"]

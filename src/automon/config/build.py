@@ -11,8 +11,9 @@ from omegaconf import MISSING
 from automon.config.common import DEFAULT_BUILD_DIR
 from automon.config.help import register_help
 from automon.config.sg_code import SgCodeConfig
-from automon.config.wordings import WordingsConfig
+from automon.config.wordings import WordingsConfig, same_schema, wordings_schema
 from automon.subsets import names as subset_names
+from automon.subsets import policy_subsets
 from automon.subsets import specs as subset_specs
 
 
@@ -72,7 +73,7 @@ class DisjointConfig:
 
 
 def _policy_subsets() -> List[str]:
-    return ["syco_qa", "syco_reasoning"]
+    return policy_subsets(by_default=True)  # the registry's SubsetSpec.policy_by_default
 
 
 @dataclass
@@ -84,8 +85,8 @@ class PolicyConfig:
     # +policy.backend_args.device=cpu or +policy.backend_args.base_url=http://localhost:8000/v1;
     # a key the backend lacks stops the build.
     backend_args: Dict[str, Any] = field(default_factory=dict)
-    # Subsets whose test pairs the policy writes (syco_qa, syco_reasoning: counterfactual filter;
-    # sg_code: labelled by execution); the other subsets keep the template generator.
+    # Subsets whose test pairs the policy writes, each through its SubsetSpec.policy_recipe (syco_qa,
+    # syco_reasoning: counterfactual filter; sg_code: labelled by execution); the others keep the template generator.
     subsets: List[str] = field(default_factory=_policy_subsets)
     # Candidate items asked per source and subset (seeded choice); null = every test-eligible item.
     # Policy generation on CPU is slow: cap it there (e.g. 30).
@@ -163,13 +164,15 @@ class AuditRunConfig:
 
 
 def build_schema() -> type:
-    """BuildConfig with its `test` node typed for the subsets registered now (one registered at
-    runtime, e.g. by a test, appears in the schema stored by the next `register()`)."""
-    sizes = test_sizes_schema()
-    if [(f.name, f.default) for f in fields(sizes)] == [(f.name, f.default) for f in fields(TestSizes)]:
+    """BuildConfig with its `test` and `wordings` nodes typed for the subsets registered now (one
+    registered at runtime, e.g. by a test, appears in the schema stored by the next `register()`)."""
+    sizes, wordings = test_sizes_schema(), wordings_schema()
+    same_sizes = [(f.name, f.default) for f in fields(sizes)] == [(f.name, f.default) for f in fields(TestSizes)]
+    if same_sizes and same_schema(wordings, WordingsConfig):
         return BuildConfig
-    # Redefining `test` in a subclass keeps its place in the field order (and in the manifest).
-    return make_dataclass("BuildConfig", [("test", sizes, field(default_factory=sizes))], bases=(BuildConfig,))
+    # Redefining a node in a subclass keeps its place in the field order (and in the manifest).
+    return make_dataclass("BuildConfig", [("test", sizes, field(default_factory=sizes)),
+                                          ("wordings", wordings, field(default_factory=wordings))], bases=(BuildConfig,))
 
 
 def register(cs: ConfigStore | None = None) -> None:
@@ -177,5 +180,5 @@ def register(cs: ConfigStore | None = None) -> None:
     register_help()
     cs.store(name="build_schema", node=build_schema())
     cs.store(name="audit_schema", node=AuditRunConfig)
-    cs.store(group="wordings", name="wordings_schema", node=WordingsConfig)
+    cs.store(group="wordings", name="wordings_schema", node=wordings_schema())
     cs.store(group="sg_code", name="sg_code_schema", node=SgCodeConfig)

@@ -8,6 +8,8 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
+from automon.outdir import OutDirError, ensure_writable_dir
+
 WANDB_MODES = ("offline", "online", "disabled")
 DTYPES = ("bfloat16", "float16", "float32", "auto")
 
@@ -34,8 +36,6 @@ def wandb_problem(w: Any) -> str | None:
                 "entry in ~/.netrc) (wandb.mode); run `wandb login` or set WANDB_API_KEY, or use wandb.mode=offline "
                 "(the default: sync later with `wandb sync`) or wandb.mode=disabled")
     if w.mode != "disabled" and w.dir is not None:
-        from automon.data.io import OutDirError, ensure_writable_dir
-
         if not str(w.dir).strip():
             return "wandb.dir= is empty (wandb.dir); give a directory, or wandb.dir=null (inside the output directory)"
         try:

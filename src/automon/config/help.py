@@ -69,7 +69,8 @@ def key_lines(schema: type, prefix: str = "", width: int = 30, inherited: str = 
         if sub is not None:
             lines += key_lines(sub, f"{key}.", width, comments.get(f.name, ""))
             continue
-        lines.append(f"  {key:<{width}} {comments.get(f.name) or inherited}".rstrip())
+        # a generated field (a subset's wordings key) carries its text in its metadata
+        lines.append(f"  {key:<{width}} {comments.get(f.name) or f.metadata.get('doc') or inherited}".rstrip())
     return lines
 
 

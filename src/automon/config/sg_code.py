@@ -1,9 +1,13 @@
-"""Schema of conf/sg_code/*.yaml: the sg_code recipe (specification gaming in code)."""
+"""Schema of conf/sg_code/*.yaml: the sg_code recipe (specification gaming in code), and the check of
+sg_code's settings the build runs before it reads anything (its SubsetSpec.check)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Any, Dict, List
+
+from automon.config.wordings import SG_CODE_TEMPLATES
+from automon.errors import at_least, one_of
 
 STRATEGIES = ["hardcode", "special_case", "early_exit", "always_equal", "patched_asserts"]
 
@@ -26,3 +30,18 @@ class SgCodeConfig:
     # Source items left out, key ("mbpp:17", "humaneval:HumanEval/0") -> why. A test checks that
     # every listed canonical solution really fails its own tests and every other one passes.
     excluded: Dict[str, str] = field(default_factory=dict)
+
+
+def check_sg_code(cfg: Any, error: type) -> None:
+    """sg_code's settings (the build config's `sg_code` node and its wordings keys), raised as `error`."""
+    one_of("wordings.sg_code_templates", cfg.wordings.sg_code_templates, SG_CODE_TEMPLATES, error)
+    c = cfg.sg_code
+    unknown = [s for s in c.strategies if s not in STRATEGIES]
+    if unknown or not c.strategies:
+        raise error(f"sg_code.strategies={list(c.strategies)} is empty or names unknown strategies {unknown}",
+                    "sg_code.strategies", f"name some of: {', '.join(STRATEGIES)}")
+    for key in ("visible_tests", "train_strategies_per_item", "workers", "memory_mb"):
+        at_least(f"sg_code.{key}", getattr(c, key), 1, error)
+    if not c.timeout_s > 0:  # nan too
+        raise error(f"sg_code.timeout_s={c.timeout_s} is out of range", "sg_code.timeout_s",
+                    "use a positive number of CPU seconds")

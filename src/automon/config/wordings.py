@@ -1,5 +1,8 @@
 """Schema of conf/wordings/<version>.yaml: the cue and incentive phrase lists and template switches.
 
+`WordingsConfig` is generated: the keys several subsets share (`SharedWordings`), then each registered
+subset's own (`SubsetSpec.wordings`, automon.subsets), in registry order.
+
 A wordings version is released once and never edited (sample ids, the manifest and every number
 downstream depend on these strings): a change is a new file, conf/wordings/v5.yaml, with its own
 `version`. A new field needs a default that keeps every earlier version's build byte for byte.
@@ -7,8 +10,11 @@ downstream depend on these strings): a change is a new file, conf/wordings/v5.ya
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Dict, List
+
+from automon.subsets import wording_keys
 
 # sg_code's template versions (automon.data.recipes.sg_code.recipe): v1's fixed gaming shapes and
 # bare canonical solutions, or v2's varied forms and decoys shared by both twins.
@@ -18,13 +24,10 @@ SG_CODE_TEMPLATES = ("v1", "v2", "v3")
 
 
 @dataclass
-class WordingsConfig:
-    """Versioned cue / incentive wordings (conf/wordings/<version>.yaml). Edit = new version."""
+class SharedWordings:
+    """The keys of conf/wordings/<version>.yaml that several subsets read. A subset's own keys are in its
+    SubsetSpec (automon.subsets: `wordings`); WordingsConfig below holds both."""
     version: str = "v1"  # the wordings version: recorded in sample meta and the manifest
-    syco_qa_cues: List[str] = field(default_factory=list)        # {cue}: the wrong option / answer
-    syco_reasoning_cues: List[str] = field(default_factory=list)  # {cue}: the wrong number
-    sg_qa_incentives: List[str] = field(default_factory=list)
-    sg_code_incentives: List[str] = field(default_factory=list)
     agree_phrases: List[str] = field(default_factory=list)        # openers of cue-adopting answers
     disagree_phrases: List[str] = field(default_factory=list)     # openers of answers keeping the truth
     # v2 and later. Non-empty `openers` switches the recipes to label-balanced surface forms: both
@@ -35,39 +38,13 @@ class WordingsConfig:
     # Training-only benign controls: the user's cue is right and the response agrees; the incentive
     # is present and the answer is honest but confident (counted in manifest.json "controls").
     training_controls: bool = False
-    # sg_code's template version, one of SG_CODE_TEMPLATES: v1 (wordings v1) or v2 (wordings v2 and
-    # later: varied gaming forms, decoys in both twins). Its own name, not the wordings version: a
-    # new wordings version need not change sg_code's templates, nor a new template version the cues.
-    sg_code_templates: str = "v1"
-    # v3 and later: sg_qa's world_affecting choices are answered by their letter only ("The answer is
-    # (B)."), as theory_of_mind's are, so the response does not carry the option's own wording (the
-    # rewarded options read "gaining approval", the others "remaining helpful, harmless, and honest");
-    # a monitor has to read the options in the request. Letters are balanced in the source (A/B ~50%).
-    choices_by_letter: bool = False
-    # v4 and later: sg_code's test pairs are minimal pairs. Both twins are the canonical solution
-    # with the same special cases for the visible inputs in the same shape; in the gaming twin the
-    # general code carries a small mutation the special cases mask, in the benign one it is intact
-    # (the special cases are then a behaviour-neutral fast path). Only execution tells them apart.
-    sg_code_minimal_pairs: bool = False
-    # v4 and later: sg_qa items balanced in content, so the rewarded answer's words do not give the
-    # label away (see recipes/sg_qa.py).
-    sg_qa_balanced: bool = False
     # v4 and later: items that share a conversation's opening (HH-RLHF: the first human turn) or a
     # reading passage (MMLU: the text before the question's last line) carry a source-item key for it
     # too, so they land in one split: otherwise a training conversation can repeat most of a test one.
     shared_source_keys: bool = False
-    # v5 and later: syco_reasoning's bent step is consistent with its own words (the numbers the
-    # chain states are the numbers it computes with; only the one operation is bent).
-    syco_reasoning_consistent: bool = False
-    # v5 and later: sg_qa's gamed answer is the one its incentive rewards (the popular misconception
-    # for "what most people believe", a confident wrong answer for "confident and specific").
-    sg_qa_rewarded: bool = False
     # v5 and later: the safety subsets' test pairs are those two blind annotators agreed on, read
     # from this directory of the repository (annotations/<name>); "" = no annotation filter.
     safety_annotations: str = ""
-    # v5 and later: syco_qa's cue drops an option's own closing full stop ("is (D) EVC pricing, but"
-    # rather than "pricing., but"; 91 of v4's 241 test pairs read like that).
-    cue_trim_period: bool = False
     # Whether an sg_code sample's meta records how this machine verified it (its sandbox isolation
     # mode), which makes builds differ across machines. Every released version does (the manifest's
     # sandbox_isolation record and the card's isolation-off banner are read from it); false leaves it
@@ -77,3 +54,22 @@ class WordingsConfig:
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
     # identity (manifest config) and can be filled in after a version is released.
     shortcut_notes: Dict[str, str] = field(default_factory=dict)
+
+
+def wordings_schema() -> type:
+    """The wordings node for the subsets registered now: SharedWordings' keys, then every subset's own
+    (a subset registered at runtime, e.g. by a test, appears in the schema stored by the next
+    `automon.config.build.register()`)."""
+    own = [(k.name, k.type, field(default_factory=lambda d=k.default: copy.deepcopy(d), metadata={"doc": k.doc}))
+           for k in wording_keys()]
+    return make_dataclass("WordingsConfig", own, bases=(SharedWordings,))
+
+
+def same_schema(a: type, b: type) -> bool:
+    """Whether two generated schemas have the same keys, types and defaults (one can stand for the other)."""
+    def keys(cls: type) -> list:
+        return [(f.name, f.type, f.default_factory() if callable(f.default_factory) else f.default) for f in fields(cls)]
+    return keys(a) == keys(b)
+
+
+WordingsConfig = wordings_schema()

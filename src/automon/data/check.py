@@ -7,13 +7,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from automon.config.sg_code import STRATEGIES
-from automon.config.wordings import SG_CODE_TEMPLATES
 from automon.errors import UserError, at_least, one_of
 from automon.schema import SUBSETS
 from automon.sources import SOURCES
 from automon.sources.checksums import ON_MISMATCH, ChecksumList, default_list, load_list
 from automon.sources.read import ON_MALFORMED
+from automon.subsets import get as subset_spec
+from automon.subsets import policy_subsets
 
 
 class BuildError(UserError, RuntimeError):
@@ -41,7 +41,6 @@ def check_config(cfg) -> None:
     one_of("sources.on_checksum", cfg.sources.on_checksum, ON_MISMATCH, BuildError)
     one_of("disjoint.on_conflict", cfg.disjoint.on_conflict, ("drop", "fail"), BuildError)
     one_of("audit.on_exceed", cfg.audit.on_exceed, ("fail", "warn"), BuildError)
-    one_of("wordings.sg_code_templates", cfg.wordings.sg_code_templates, SG_CODE_TEMPLATES, BuildError)
     at_least("audit.train_cap", cfg.audit.train_cap, 2, BuildError)
     for key in ("max_auroc", "max_pair_accuracy"):
         if not 0.5 <= getattr(cfg.audit, key) <= 1.0:
@@ -66,8 +65,11 @@ def check_config(cfg) -> None:
             raise BuildError(f"{key}= is empty", key, f"give a path{'' if key == 'out' else f', or {key}=null'}")
     if not str(cfg.wordings.version).strip():
         raise BuildError("wordings.version= is empty", "wordings.version", "choose a version, e.g. wordings=v4")
+    # openers and tails switch the recipes to label-balanced surface forms (v2 and later): both empty
+    # are v1's forms, one empty is neither
+    v1_forms = ("openers", "tails") if not cfg.wordings.openers and not cfg.wordings.tails else ()
     for key, value in cfg.wordings.items():  # the phrase lists recipes choose from: never empty
-        if OmegaConf.is_list(value) and len(value) == 0:
+        if OmegaConf.is_list(value) and len(value) == 0 and key not in v1_forms:
             raise BuildError(f"wordings.{key} is empty", f"wordings.{key}",
                              "give it values, or choose a wordings version (wordings=v4) that has them")
     unknown = [name for name in cfg.sources.revisions if name not in SOURCES]
@@ -84,28 +86,21 @@ def check_config(cfg) -> None:
     if not 0 < d.threshold <= 1:
         raise BuildError(f"disjoint.threshold={d.threshold} is out of range", "disjoint.threshold",
                          "use an estimated Jaccard similarity in (0, 1]")
-    if "sg_code" in cfg.subsets:
-        unknown = [s for s in cfg.sg_code.strategies if s not in STRATEGIES]
-        if unknown or not cfg.sg_code.strategies:
-            raise BuildError(f"sg_code.strategies={list(cfg.sg_code.strategies)} is empty or names unknown strategies "
-                             f"{unknown}", "sg_code.strategies", f"name some of: {', '.join(STRATEGIES)}")
-        for key in ("visible_tests", "train_strategies_per_item", "workers", "memory_mb"):
-            at_least(f"sg_code.{key}", getattr(cfg.sg_code, key), 1, BuildError)
-        if not cfg.sg_code.timeout_s > 0:  # nan too
-            raise BuildError(f"sg_code.timeout_s={cfg.sg_code.timeout_s} is out of range", "sg_code.timeout_s",
-                             "use a positive number of CPU seconds")
+    for s in cfg.subsets:  # each subset's own settings (SubsetSpec.check)
+        check = subset_spec(s).load_check()
+        if check is not None:
+            check(cfg, BuildError)
 
 
 def _check_policy(cfg) -> None:
     # The policy package (and its backends) is imported only for generator=policy.
-    from automon.policy.recipes import POLICY_SUBSETS
     from automon.policy.run import backend_config, model_config
 
     p = cfg.policy
-    bad = [s for s in p.subsets if s not in POLICY_SUBSETS]
+    bad = [s for s in p.subsets if s not in policy_subsets()]
     if bad or not p.subsets:
         raise BuildError(f"policy.subsets={list(p.subsets)} is empty or names subsets without a policy generator "
-                         f"{bad}", "policy.subsets", f"name some of: {', '.join(POLICY_SUBSETS)}")
+                         f"{bad}", "policy.subsets", f"name some of: {', '.join(policy_subsets())}")
     missing = [s for s in p.subsets if s not in cfg.subsets]
     if missing:
         raise BuildError(f"policy.subsets names {missing}, which this build does not build (subsets="

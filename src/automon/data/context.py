@@ -116,9 +116,8 @@ def recipe_items(ctx: BuildContext, spec: SubsetSpec, own_drops: Drops | None = 
         raise BuildError(f"the {spec.name} recipe returned items of subset(s) {stray}; an Item's subset must "
                          f"be the spec's name")
     if ctx.policy is not None and spec.name in ctx.cfg.policy.subsets:
-        # generator=policy: the template items' test pairs are rewritten by the policy model.
-        from automon.policy.recipes import policy_recipe
-
+        # generator=policy: the template items' test pairs are rewritten by the policy model, through
+        # the subset's policy recipe (check_config refused a policy subset without one).
         report = ctx.policy_report.setdefault(spec.name, {})
         items = ctx.timed(f"policy:{spec.name}", policy_recipe(spec.name), rctx, items, ctx.policy, report)
     return items

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from automon.errors import UserError
+# ensure_writable_dir and resolved live below every stage (automon.outdir); importers of them here keep working
+from automon.outdir import OutDirError, ensure_writable_dir, make_dirs, remove_dirs, resolved
 from automon.schema import Sample, read_samples
 
 BUILD_FORMAT = "automon-build-v1"
@@ -51,10 +53,6 @@ def sha256_memo(path: Path) -> str:
 
 def json_dumps_stable(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-class OutDirError(UserError):
-    """The output directory cannot be created, replaced or written."""
 
 
 def _umask() -> int:
@@ -117,39 +115,6 @@ def clean_leftovers(out: Path) -> list[Path]:
     return removed
 
 
-def resolved(path: str | os.PathLike, key: str) -> Path:
-    """`path` resolved; a symlink loop on the way is the user's to fix (Path.resolve raises RuntimeError,
-    and exists() calls such a path missing, so a stage noticed only when it finally wrote there)."""
-    try:
-        return Path(path).resolve()
-    except (RuntimeError, OSError) as e:
-        raise OutDirError(f"{key}={path} is, or lies under, a symlink loop ({e})", str(path),
-                          f"fix or remove the symlinks, or choose another {key}=") from None
-
-
-def _mkdirs(path: Path) -> list[Path]:
-    """mkdir -p that returns the directories it created (outermost first). Safe against a concurrent
-    mkdir of the same directories (another stage creating the same parent): only what this call
-    created is returned."""
-    missing = []
-    p = path
-    while not p.exists():
-        if p.is_symlink():  # a dangling link or a symlink loop: exists() is False, mkdir would fail late
-            os.stat(p)  # raises the OSError (ELOOP, ENOENT) that names it
-        missing.append(p)
-        p = p.parent
-    created = []
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=0o777)
-        except FileExistsError:
-            if not d.is_dir():
-                raise
-            continue  # another process made it meanwhile: not ours to remove again
-        created.append(d)
-    return created
-
-
 @contextmanager
 def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temp dir beside `out`; on success it replaces `out` in one rename, else vanishes.
@@ -167,7 +132,7 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
         raise OutDirError(f"{out} exists and is not a directory", None, "choose another out=")
     fix = "choose an out= in a directory you can write to"
     try:
-        created = _mkdirs(out.parent)
+        created = make_dirs(out.parent)
     except OSError as e:
         raise OutDirError(f"cannot create the directory for out={out}: {e.strerror}", e.filename, fix) from e
     tmp = None
@@ -183,12 +148,12 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
         else:  # pragma: no cover - needs three lost races in a row
             raise OutDirError(f"could not claim a temp dir beside {out}", str(out.parent), "rerun the build")
     except OSError as e:  # not writable, not a directory, read-only file system, no space...
-        _rmdirs(created)
+        remove_dirs(created)
         raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", f"out={out}", fix) from e
     except BaseException:  # e.g. SIGTERM (SystemExit) right after mkdtemp: leave nothing behind
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        _rmdirs(created)
+        remove_dirs(created)
         raise
     published = False
     try:
@@ -211,40 +176,7 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
         if not published:
-            _rmdirs(created)
-
-
-def ensure_writable_dir(path: str | os.PathLike, key: str) -> Path:
-    """Fail now, not after a stage's work, when config key `key` names a directory that cannot be
-    created or written in. Leaves nothing behind: directories it had to create are removed again."""
-    d = Path(path)
-    resolved(d, key)
-    fix = f"set {key}= to a directory you can write in"
-    for attempt in range(5):
-        created: list[Path] = []
-        try:
-            created = _mkdirs(d)
-            fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=d)
-            os.close(fd)
-            os.unlink(probe)
-            return d
-        except FileNotFoundError as e:  # a concurrent check removed a parent it had made: try again
-            if attempt == 4:
-                raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
-        except OSError as e:
-            raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
-        finally:
-            _rmdirs(created)
-    return d
-
-
-def _rmdirs(created: list[Path]) -> None:
-    """Remove the (still empty) parent directories a failed build created."""
-    for d in reversed(created):
-        try:
-            d.rmdir()
-        except OSError:
-            break
+            remove_dirs(created)
 
 
 def write_jsonl(path: Path, samples: list[Sample]) -> None:

@@ -1,4 +1,4 @@
-"""Score every monitor through the prediction cache (automon.evaluation.cache).
+"""Score every monitor through the prediction cache (automon.backends.cache).
 
 Each (monitor, prompt) is looked up first; only what is missing is scored, in chunks of
 `backend.chunk_size` prompts, the cache flushed after each, so a killed run loses at most one chunk
@@ -20,7 +20,7 @@ from automon.backends import make_judge
 from automon.config.eval import HoldoutConfig
 from automon.data.io import load_build
 from automon.errors import disk_full
-from automon.evaluation.cache import PredictionCache
+from automon.backends.cache import PredictionCache
 from automon.evaluation.completeness import mark_unparseable
 from automon.evaluation.errors import EvalError
 from automon.evaluation.inputs import Inputs

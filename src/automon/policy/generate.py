@@ -1,6 +1,6 @@
 """Cached, resumable policy generation through a judge backend's `generate` capability.
 
-The cache is the evaluation's prediction cache (automon.evaluation.cache: one append-only JSONL
+The cache is the one the evaluation's scores use (automon.backends.cache: one append-only JSONL
 file per identity, fsync'ed after every backend call, failed requests not cached). Its file key is
 what decides an answer besides the prompt: the backend's cache identity for kind="generate" (model
 weights / endpoint, dtype, device), the generation budget, the seed and the thinking flag; a line is
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 from automon.backends.base import JudgeRequest, JudgeResult
+from automon.backends.cache import PredictionCache
+from automon.prompts import prompt_text
 
 log = logging.getLogger("automon.policy")
 GEN_VERSION = "policy-gen-v1"  # bump when the request building changes (it changes the answers)
@@ -50,8 +52,6 @@ class PolicyAnswers:
 
     def __init__(self, generator: Generator, identity: dict[str, Any], cache_dir: str, *, max_new_tokens: int,
                  chunk_size: int, tokenizer: Any = None, enable_thinking: bool = False):
-        from automon.evaluation.cache import PredictionCache
-
         self.generator = generator
         self.identity = {"gen_version": GEN_VERSION, **identity, "max_new_tokens": max_new_tokens,
                          "enable_thinking": enable_thinking}
@@ -66,8 +66,6 @@ class PolicyAnswers:
         msgs = messages_of(ask.text)
         prompt = None
         if self.tokenizer is not None:  # a local model: render with its chat template
-            from automon.prompts import prompt_text
-
             prompt = prompt_text(self.tokenizer, msgs, self.enable_thinking)
         return JudgeRequest(ask.id, msgs, prompt)
 

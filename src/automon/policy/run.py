@@ -8,9 +8,12 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from automon.config import CONF_DIR
-from automon.errors import UserError
+from automon.backends import BACKENDS
 from automon.backends.base import JudgeResult
+from automon.config import CONF_DIR
+from automon.config.common import ConfigError, ModelConfig
+from automon.errors import UserError
+from automon.models.loading import load_tokenizer
 from automon.policy.generate import Ask, PolicyAnswers
 
 log = logging.getLogger("automon.policy")
@@ -24,8 +27,6 @@ def model_config(name: str, conf_dir: Path = CONF_DIR) -> Any:
     """conf/model/<name>.yaml as a typed ModelConfig (an unknown key or option stops here)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
-
-    from automon.config.common import ModelConfig
 
     path = conf_dir / "model" / f"{name}.yaml"
     if not path.is_file():
@@ -42,9 +43,6 @@ def model_config(name: str, conf_dir: Path = CONF_DIR) -> Any:
 
 def backend_config(name: str, args: dict) -> Any:
     """The backend's own typed config with `policy.backend_args` over its defaults."""
-    from automon.config.common import ConfigError
-    from automon.backends import BACKENDS
-
     if name not in BACKENDS:
         raise PolicyError(f"policy.backend={name!r} is not a backend", "policy.backend",
                           f"use one of: {', '.join(BACKENDS)}")
@@ -90,8 +88,6 @@ class Policy:
         if self._answers is None:
             tokenizer = None
             if self.backend.local_model:
-                from automon.models.loading import load_tokenizer
-
                 tokenizer = load_tokenizer(self.model)
                 import torch
 

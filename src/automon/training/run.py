@@ -20,8 +20,8 @@ from typing import Any
 
 import automon.training.rundir as rd
 from automon.config.train import SFTConfig
-from automon.data.io import ensure_writable_dir
 from automon.errors import disk_full
+from automon.outdir import ensure_writable_dir
 from automon.prompts import FIT_VERSION
 from automon.stage_status import Currency
 from automon.training.errors import RunDirConflict, TrainConfigError, TrainError

@@ -1,4 +1,5 @@
-"""File-based prediction cache: one append-only JSONL file per monitor identity.
+"""File-based prediction cache: one append-only JSONL file per monitor identity (the evaluation's
+scores, the policy's answers). Beside the backends it caches, below both of its users.
 
 Key of a file (evaluation.run.cache_key): what the backend says identifies its predictions
 (BackendConfig.cache_identity: model, dtype, endpoint, generation budget, ...), adapter content hash,
@@ -21,10 +22,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from automon.backends.base import JudgeResult
-from automon.data.io import ensure_writable_dir
-from automon.evaluation.errors import EvalError
+from automon.errors import UserError
+from automon.outdir import ensure_writable_dir
 
 log = logging.getLogger("automon.evaluation")
+
+
+class CacheError(UserError, RuntimeError):
+    """A prediction cache that cannot be used as it is on disk; the message says what to change."""
 
 CACHE_VERSION = "predcache_v1"
 
@@ -63,7 +68,7 @@ class PredictionCache:
         # after the first chunk had been scored
         ensure_writable_dir(self.root, "cache_dir")
         if self.path.is_dir():
-            raise EvalError(f"the prediction cache file {self.path.name} is a directory", str(self.path),
+            raise CacheError(f"the prediction cache file {self.path.name} is a directory", str(self.path),
                             "remove or rename it (it holds no predictions of automon's), or set cache_dir= "
                             "elsewhere")
         if self.path.exists():

@@ -1,27 +1,39 @@
-"""Policy items for the data build: the template recipe's items, with test pairs written by the policy.
+"""Policy recipes (SubsetSpec.policy_recipe): the template recipe's items, with test pairs written by
+the policy model (automon.policy).
 
 For a subset in `policy.subsets`, the build runs the subset's template recipe first (it knows the
-sources, the cue wordings, the gold answers and the training variants), then hands the items here:
+sources, the cue wordings, the gold answers and the training variants), then hands the items to the
+subset's policy recipe, `(ctx, items, policy, report) -> items`:
 
-- sycophancy (syco_qa: MMLU, TruthfulQA; syco_reasoning: GSM8K): the counterfactual filter. A kept
-  item's test pair is (cued answer, label 1; uncued correct answer, label 0), both under the cued
-  request; its training samples are the same pair. Every other item of the subset keeps its template
-  training samples and is not test-eligible, so the subset's test set is the policy's alone.
-- sg_code: automon.policy.sg_code (answers under the incentive, labelled by execution).
+- sycophancy (syco_qa: MMLU, TruthfulQA; syco_reasoning: GSM8K): `sycophancy_policy_items`, the
+  counterfactual filter. A kept item's test pair is (cued answer, label 1; uncued correct answer,
+  label 0), both under the cued request; its training samples are the same pair. Every other item of
+  the subset keeps its template training samples and is not test-eligible, so the subset's test set
+  is the policy's alone.
+- sg_code: `automon.data.recipes.sg_code_policy` (answers under the incentive, labelled by execution).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Callable
 
 from automon.data.recipes.base import Draft, Item
-from automon.data.recipes.common import parse_options
+from automon.data.recipes.common import parse_options, short_hash
 from automon.policy.counterfactual import Candidate, Funnel, judge
 from automon.policy.extract import normalize_number, split_answers
 from automon.policy.generate import Ask
-from automon.policy.selection import cap_per_source
 
 RECIPE = "policy_counterfactual"
+
+
+def cap_per_source(pairs: list, subset: str, seed: int, cap: int | None, source_of: Callable) -> list:
+    """Which template items the policy is asked about (every policy recipe): at most `cap` per source,
+    chosen by a seeded hash of the item key (order-independent)."""
+    by_src: "OrderedDict[str, list]" = OrderedDict()
+    for p in sorted(pairs, key=lambda p: short_hash(seed, subset, "policy", p[0].keys[0], n=16)):
+        by_src.setdefault(source_of(p), []).append(p)
+    return [p for lst in by_src.values() for p in (lst if cap is None else lst[:cap])]
 
 
 def strip_cue(request: str, cue: str) -> str | None:
@@ -59,7 +71,7 @@ def candidate(item: Item, tqa_rows: dict[str, dict]) -> Candidate | None:
                      incorrect_answers=tuple(split_answers(d["Incorrect Answers"])))
 
 
-def sycophancy_items(rctx: Any, items: list[Item], policy: Any, report: dict) -> list[Item]:
+def sycophancy_policy_items(rctx: Any, items: list[Item], policy: Any, report: dict) -> list[Item]:
     cfg, subset = rctx.cfg, rctx.spec.name
     tqa = {r.ref: r.data for r in rctx.rows("truthfulqa")} if "truthfulqa" in rctx.spec.sources else {}
     pairs = [(it, c) for it in items if (c := candidate(it, tqa)) is not None]
@@ -94,16 +106,3 @@ def sycophancy_items(rctx: Any, items: list[Item], policy: Any, report: dict) ->
                    Item(it.keys, it.subset, it.source, None, it.train))
     return out
 
-
-def policy_recipe(subset: str) -> Callable | None:
-    """The policy step of a subset (None: the subset has no policy generator)."""
-    if subset in ("syco_qa", "syco_reasoning"):
-        return sycophancy_items
-    if subset == "sg_code":
-        from automon.policy.sg_code import sg_code_items
-
-        return sg_code_items
-    return None
-
-
-POLICY_SUBSETS = ("syco_qa", "syco_reasoning", "sg_code")

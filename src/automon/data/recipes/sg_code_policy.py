@@ -1,4 +1,4 @@
-"""sg_code with a policy: the policy writes the code, the sandbox labels it.
+"""sg_code's policy recipe (SubsetSpec.policy_recipe): the policy writes the code, the sandbox labels it.
 
 For each test-eligible HumanEval / MBPP item the policy answers the request twice: with the
 incentive (the template request: problem, visible tests, incentive) and without it. Each answer's
@@ -21,12 +21,12 @@ from collections import Counter
 from typing import Any
 
 from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.policy import cap_per_source
 from automon.data.recipes.sg_code.recipe import sandbox_limits
 from automon.data.recipes.sg_code.render import render_request
 from automon.data.recipes.sg_code.tasks import humaneval_task, mbpp_task
 from automon.data.recipes.sg_code.verifier import Verifier
 from automon.policy.generate import Ask
-from automon.policy.selection import cap_per_source
 from automon.sandbox import Sandbox
 from automon.sandbox.grading import label_of
 
@@ -61,7 +61,7 @@ def _tasks(rctx: Any) -> dict:
     return out
 
 
-def sg_code_items(rctx: Any, items: list[Item], policy: Any, report: dict) -> list[Item]:
+def sg_code_policy_items(rctx: Any, items: list[Item], policy: Any, report: dict) -> list[Item]:
     cfg, subset = rctx.cfg, rctx.spec.name
     tasks = _tasks(rctx)
     pairs = [(it, tasks[it.keys[0]]) for it in items if it.test_pair is not None and it.keys[0] in tasks]
