@@ -141,6 +141,23 @@ def test_further_evaluations_replace_the_main_ones_keys_and_compose(tmp_path):
     assert p.eval_run.cfg.backend.name == "hf" and list(p.eval_runs) == ["eval", "eval lex"]
 
 
+def test_the_probes_of_a_probe_evaluation_are_a_stage_of_their_own(tmp_path):
+    """An evaluation with backend=probe gets one train/probe.py run per backend.train_subsets entry, with
+    the identity settings of its backend (so the evaluation loads what the stage trained); other
+    evaluations get none, and stages without probe compose none."""
+    p = _smoke_pipeline(tmp_path, "+eval.also.lex=['backend=probe','backend.features=lexical','sweep_dir=null',"
+                                  "'backend.train_subsets=[sg_code,all]','backend.cap=50','backend.seed=3']")
+    assert list(p.probe_runs) == ["probe lexical-sg_code", "probe lexical-all"]
+    r = p.probe_runs["probe lexical-all"]
+    assert r.stage == "probe" and r.command(sys.executable, REPO)[1] == str(REPO / "train" / "probe.py")
+    assert (r.cfg.train_subset, r.cfg.features, r.cfg.cap, r.cfg.seed) == ("all", "lexical", 50, 3)
+    assert r.cfg.data.dir == p.eval_runs["eval lex"].cfg.backend.data_dir == "data/builds/smoke"
+    assert r.cfg.model.name == "tiny" and r.cfg.cache_dir is None
+    assert _smoke_pipeline(tmp_path).probe_runs == {}
+    assert _smoke_pipeline(tmp_path, "stages=[build,train,eval]", "+eval.also.lex=['backend=probe',"
+                                     "'sweep_dir=null']").probe_runs == {}
+
+
 def test_a_stage_typo_is_the_stage_own_error(tmp_path):
     from automon.pipeline import PipelineError
 
@@ -155,7 +172,7 @@ def test_a_stage_typo_is_the_stage_own_error(tmp_path):
 
 def test_bad_settings_fail_with_a_message(tmp_path):
     r, _ = pipeline(tmp_path, "experiment=smoke", "stages=[build,tran]", timeout=60)
-    assert r.returncode == 2 and "unknown stage" in r.stderr and "build, train, eval" in r.stderr
+    assert r.returncode == 2 and "unknown stage" in r.stderr and "build, train, probe, eval" in r.stderr
     r, _ = pipeline(tmp_path, "experiment=smoke", f"sources.root={tmp_path / 'nope'}", timeout=60)
     assert r.returncode == 2 and "is not a directory" in r.stderr
     # a typo in one stage's settings stops the pipeline before any stage runs
@@ -367,3 +384,30 @@ def test_a_run_whose_adapter_is_damaged_is_not_current(smoke, tmp_path, damage):
         check_adapter_files(weights.parent)
         r, _ = pipeline(work, "experiment=smoke", "stages=[train]", "dry_run=true")
         assert "train sg_code: current, skipped" in r.stdout, _explain(r)
+
+
+@pytest.mark.slow
+def test_probes_are_trained_by_their_stage_and_the_evaluation_loads_them(smoke):
+    """The probe stage trains what the probe evaluation scores: the evaluation fits nothing itself, and a
+    second run finds every probe current."""
+    work, _, _ = smoke
+    # a cache of its own: a probe of the same identity from an earlier test run would be current
+    lex = ("+eval.also.lex=['backend=probe','backend.features=lexical','sweep_dir=null',"
+           f"'backend.train_subsets=[sg_code,all]','backend.cap=40','backend.cache_dir={work / 'probes'}']")
+    r, _ = pipeline(work, "experiment=smoke", lex)
+    assert r.returncode == 0, _explain(r)
+    assert "probe lexical-sg_code: running (" in r.stdout and "probe lexical-all: running (" in r.stdout
+    log = (work / "evals" / "smoke" / "pipeline" / "logs" / "eval_lex.log").read_text()
+    assert "eval lex: running" in r.stdout and "fitted the lexical probe" not in log, log[-3000:]
+    assert len([d for d in (work / "probes" / "probes").iterdir() if d.is_dir()]) == 2
+    assert (work / "evals" / "smoke" / "lex" / "report.md").is_file()
+    r, _ = pipeline(work, "experiment=smoke", lex, "dry_run=true")
+    assert r.returncode == 0, _explain(r)
+    assert "probe lexical-all: current, skipped (trained probe at " in r.stdout
+    assert "eval lex: current, skipped" in r.stdout
+    # without the stage (another cache, stages=[eval]) the evaluation fits them itself, and says so
+    r, _ = pipeline(work, "experiment=smoke", lex.replace(str(work / "probes"), str(work / "probes2")),
+                    "stages=[eval]", "eval.out=evals/smoke-noprobe")
+    assert r.returncode == 0, _explain(r)
+    log = (work / "evals" / "smoke-noprobe" / "pipeline" / "logs" / "eval_lex.log").read_text()
+    assert "fitted the lexical probe" in log, log[-3000:]

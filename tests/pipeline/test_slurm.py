@@ -290,12 +290,15 @@ def test_sweep_through_submitit_launcher(build, jobs):
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_sweep_through_sbatch_with_dependent_eval(build, jobs):
-    """`sbatch slurm/sweep.sbatch`: training array -> evaluation job with --dependency=afterok."""
+    """`sbatch slurm/sweep.sbatch`: training array -> evaluation job with --dependency=afterok; with
+    PROBES=lexical also a probe array -> its own evaluation, which loads the probes the array trained."""
     work, build_dir = build
     runs, out = work / "runs" / "sbatch", work / "evals" / "sbatch"
     env = venv_env(BUILD=str(build_dir), RUNS=str(runs), EVAL_OUT=str(out), MODEL="tiny",
                    SUBSETS="safety_qa sg_code", TRAIN_ARGS=TINY_TRAIN, EVAL_ARGS=TINY_EVAL,
-                   TRAIN_SBATCH_ARGS=LOCAL_SBATCH, EVAL_SBATCH_ARGS=LOCAL_SBATCH, BUILD_SBATCH_ARGS=LOCAL_SBATCH)
+                   TRAIN_SBATCH_ARGS=LOCAL_SBATCH, EVAL_SBATCH_ARGS=LOCAL_SBATCH, BUILD_SBATCH_ARGS=LOCAL_SBATCH,
+                   PROBES="lexical", PROBE_ARGS=f"cap=40 cache_dir={work / 'probes'}", PROBE_SBATCH_ARGS=LOCAL_SBATCH,
+                   PROBE_EVAL_ARGS="wandb.mode=disabled bootstrap.n=100")
     t0 = time.perf_counter()
     r = _run(["sbatch", "--parsable", *LOCAL_SBATCH.split(), f"--output={work}/sweep-%j.out",
               str(REPO / "slurm" / "sweep.sbatch")], cwd=work, env=env)
@@ -306,9 +309,10 @@ def test_sweep_through_sbatch_with_dependent_eval(build, jobs):
     ids = dict(line.split("=", 1) for line in (runs / ".slurm" / "sweep.env").read_text().split())
     assert ids["BUILD_JOB"] == "skipped"  # the build exists
     train_job, eval_job = ids["TRAIN_JOB"], ids["EVAL_JOB"]
-    jobs += [train_job, eval_job]
+    probe_job, probe_eval = ids["PROBE_JOB_lexical"], ids["PROBE_EVAL_JOB_lexical"]
+    jobs += [train_job, eval_job, probe_job, probe_eval]
     logs = sorted((runs / ".slurm").glob("*.out"))
-    wait_gone([train_job, eval_job], 600, logs)
+    wait_gone([train_job, eval_job, probe_job, probe_eval], 600, logs)
     print(f"\nsbatch route (sweep job, 2-task array, dependent eval): {time.perf_counter() - t0:.1f} s")
     states = sacct([train_job, eval_job])
     tasks = {j: v for j, v in states.items() if j.startswith(f"{train_job}_")}
@@ -319,6 +323,11 @@ def test_sweep_through_sbatch_with_dependent_eval(build, jobs):
     for s in ("safety_qa", "sg_code"):
         check_adapter(runs / s)
     check_matrix(out, ["safety_qa", "sg_code"])
+    states = sacct([probe_job, probe_eval])
+    assert all(v["State"] == "COMPLETED" for v in states.values()) and len(states) == 3, states
+    assert len([d for d in (work / "probes" / "probes").iterdir() if d.is_dir()]) == 2
+    probe_log = (runs / ".slurm" / f"eval-probe-lexical-{probe_eval}.out").read_text()
+    assert "fitted the lexical probe" not in probe_log and (work / "evals" / "sbatch_probe_lexical" / "report.md").is_file(), probe_log[-3000:]
 
 
 @pytest.mark.slurm

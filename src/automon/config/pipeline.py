@@ -19,7 +19,9 @@ from omegaconf import OmegaConf
 from automon.subsets import ALL
 from automon.subsets import names as subset_names
 
-STAGES = ("build", "train", "eval")
+# probe: the probes an evaluation with backend=probe scores (eval.backend or an eval.also entry), trained
+# by train/probe.py before it, like adapters; a pipeline without such an evaluation has none to train.
+STAGES = ("build", "train", "probe", "eval")
 
 
 @dataclass

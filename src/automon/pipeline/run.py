@@ -22,7 +22,8 @@ from automon.config.pipeline import STAGES, PipelineConfig
 import automon.pipeline.proc as proc
 from automon.pipeline.compose import hydra_for
 from automon.pipeline.stages import (PipelineError, StageRun, build_overrides, compose_stage, cpu_threads,
-                                     entry_dirname, eval_overrides, train_multirun_cmd, train_overrides)
+                                     entry_dirname, eval_overrides, probe_overrides, train_multirun_cmd,
+                                     train_overrides)
 from automon.pipeline.state import STATE_FILE, State
 from automon.stage_status import Currency, Status
 
@@ -89,6 +90,7 @@ class Pipeline:
         self.build_run: StageRun | None = None
         self.train_runs: dict[str, StageRun] = {}  # subsets entry -> its run
         self.eval_runs: dict[str, StageRun] = {}  # "eval" and "eval <name>" per eval.also entry -> its run
+        self.probe_runs: dict[str, StageRun] = {}  # "probe <features>-<subset>" -> its run (of backend=probe evals)
         # dry run only: what would have run before a later stage (that stage's answer can only be provisional)
         self.build_pending = False
         self.train_pending: list[str] = []
@@ -120,11 +122,21 @@ class Pipeline:
             if "train" in c.stages:
                 self.train_runs = {e: compose_stage("train", f"train {entry_dirname(e)}", train_overrides(c, e),
                                                     self.py, self.repo) for e in c.train.subsets}
-            if "eval" in c.stages:
+            if "eval" in c.stages or "probe" in c.stages:  # the probes are those the evaluations score
                 self.eval_runs = {"eval": compose_stage("eval", "eval", eval_overrides(c), self.py, self.repo)}
                 for name in c.eval.also:
                     self.eval_runs[f"eval {name}"] = compose_stage("eval", f"eval {name}", eval_overrides(c, name),
                                                                    self.py, self.repo)
+            if "probe" in c.stages:
+                for r in self.eval_runs.values():
+                    if r.cfg.backend.name != "probe":
+                        continue
+                    for subset in r.cfg.backend.train_subsets:
+                        name = f"probe {r.cfg.backend.features}-{subset}"
+                        run = compose_stage("probe", name, probe_overrides(r.cfg, subset), self.py, self.repo)
+                        if name in self.probe_runs and self.probe_runs[name].overrides != run.overrides:
+                            name = f"{name} ({r.name})"  # the same probe with other settings in another evaluation
+                        self.probe_runs.setdefault(name, run)
 
     @property
     def eval_run(self) -> StageRun | None:
@@ -273,6 +285,26 @@ class Pipeline:
         if extra:
             self.say(f"note: {self.c.train.runs_dir} also holds runs {extra} (not in train.subsets); the "
                      "evaluation scores every adapter in it: move them elsewhere to leave them out")
+
+    def probe(self) -> None:
+        """Train the probes the evaluations with backend=probe score, each by train/probe.py, one after
+        another (each encoder uses every core); a trained one is current and skipped."""
+        c = self.c
+        t0 = time.perf_counter()
+        for r in self.probe_runs.values():
+            st = self._status(r)
+            if st.current and "probe" not in c.force:
+                self._skip(r, st)
+                self._record(r.name, r, st, "current", None)
+                continue
+            why = self._why("probe", st)
+            self.say(f"{r.name}: {self.verb} ({why})")
+            cmd = r.command(self.py, self.repo)
+            self._run(cmd, r.name.replace(" ", "-"), f"  {r.name} | ")
+            self.summary.append((r.name, self.verb if c.dry_run else "ran", why))
+            self._record(r.name, r, st, "ran", cmd)
+        if self.probe_runs:
+            self.timings["probe"] = time.perf_counter() - t0
 
     def eval(self) -> None:
         c = self.c

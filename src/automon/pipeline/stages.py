@@ -1,4 +1,4 @@
-"""The three stages as the pipeline drives them: the overrides it derives for each from
+"""The stages as the pipeline drives them: the overrides it derives for each from
 conf/pipeline.yaml, the stage's config composed from exactly those overrides, the stage's own
 answer on whether its output is current for that config, and the command line (the same
 overrides) that runs it.
@@ -6,8 +6,9 @@ overrides) that runs it.
 The pipeline keeps no notion of "current" of its own: it asks
   build  automon.data.status.status(cfg)        (manifest, file and source sha256s, config identity)
   train  automon.training.status.status(cfg)    (run dir identity, data build, finished adapter)
+  probe  automon.training.probe.status(cfg)     (a trained probe in the directory its identity names)
   eval   automon.evaluation.status.status(cfg)  (recorded identity: config, build, adapter hashes)
-which are what data_build/build.py, train/sft.py and eval/holdout.py themselves act on.
+which are what data_build/build.py, train/sft.py, train/probe.py and eval/holdout.py themselves act on.
 """
 
 from __future__ import annotations
@@ -88,10 +89,16 @@ def _validate_train(cfg: DictConfig) -> None:
     validate(OmegaConf.to_object(cfg))
 
 
+def _validate_eval(cfg: DictConfig) -> None:
+    from automon.evaluation.identity import as_config  # the typed config plus its stress= names
+
+    as_config(cfg)
+
+
 STAGE_SPECS = {
     "build": StageSpec("data_build/build.py", "build", _data_status, _data_errors, OmegaConf.to_object),
     "train": StageSpec("train/sft.py", "sft", _train_status, _train_errors, _validate_train),
-    "eval": StageSpec("eval/holdout.py", "holdout", _eval_status, _eval_errors, OmegaConf.to_object),
+    "eval": StageSpec("eval/holdout.py", "holdout", _eval_status, _eval_errors, _validate_eval),
     # a probe is trained like an adapter, by its own entry (train/probe.py), into the directory its identity names
     "probe": StageSpec("train/probe.py", "probe", _probe_status, _eval_errors, OmegaConf.to_object),
 }
@@ -100,7 +107,7 @@ STAGE_SPECS = {
 @dataclass
 class StageRun:
     """One stage invocation: its overrides, the config they compose to, the command that runs it."""
-    stage: str            # build | train | eval
+    stage: str            # build | train | probe | eval
     name: str             # what the log lines call it: build, train safety_qa, eval
     overrides: list[str]
     cfg: DictConfig
@@ -209,6 +216,19 @@ def eval_overrides(c: PipelineConfig, also: str | None = None) -> list[str]:
     if also is None:
         return main
     return merge_overrides(main, [f"output_dir={hydra_value(f'{c.eval.out}/{also}')}", *c.eval.also[also]])
+
+
+# The settings that make a probe's identity (automon.probes.fit.probe_identity), read by train/probe.py
+# at the top level and by an evaluation as backend.<key>.
+PROBE_KEYS = ("features", "cap", "seed", "layer", "pooling", "max_length", "batch_size", "cache_dir")
+
+
+def probe_overrides(eval_cfg: DictConfig, subset: str) -> list[str]:
+    """train/probe.py's overrides for the probe that an evaluation with backend=probe scores as `subset`:
+    the same features, encoder settings, cap, seed and build, so the evaluation loads it instead of fitting it."""
+    b = eval_cfg.backend
+    return [f"train_subset={subset}", f"model={eval_cfg.model.name}", f"data.dir={hydra_value(b.data_dir)}",
+            *(f"{k}={'null' if b[k] is None else hydra_value(b[k])}" for k in PROBE_KEYS)]
 
 
 def merge_overrides(base: list[str], extra: list[str]) -> list[str]:
