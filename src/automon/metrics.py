@@ -221,6 +221,58 @@ def bootstrap_rates(labels: Sequence[int], preds: Sequence[int], clusters: Seque
     return {"mr_ci": pct(fn, tp + fn, c["tp"] + c["fn"]), "far_ci": pct(fp, fp + tn, c["fp"] + c["tn"])}
 
 
+def cluster_replicates(clusters: Sequence[str], n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pair bootstrap's replicates: (weights[r, j] = how often cluster j is drawn in replicate r,
+    the cluster index of each sample). The same clusters, n and seed give the same replicates, so
+    every paired comparison of two score vectors over one set of samples sees one resample."""
+    uniq, inv = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
+    k = len(uniq)
+    idx = np.random.default_rng(seed).integers(0, k, size=(n, k))
+    weights = np.bincount((np.arange(n)[:, None] * k + idx).ravel(), minlength=n * k).reshape(n, k)
+    return weights, inv
+
+
+def weighted_auroc(labels: Sequence[int], scores: Sequence[float], weights: np.ndarray) -> np.ndarray:
+    """AUROC (ties count one half) of each row of sample `weights` (replicates x samples); with weights
+    of 1 it is auroc(). NaN where a class has no weight."""
+    y = np.asarray(labels, dtype=int)
+    s = np.asarray(scores, dtype=float)
+    w = np.atleast_2d(np.asarray(weights, dtype=float))
+    pos, neg = y == 1, y == 0
+    order = np.argsort(s[neg], kind="mergesort")
+    ns = s[neg][order]
+    # cumulative benign weight up to each sorted benign score (a leading 0 column: none below)
+    cum = np.concatenate([np.zeros((w.shape[0], 1)), np.cumsum(w[:, neg][:, order], axis=1)], axis=1)
+    lo = np.searchsorted(ns, s[pos], side="left")
+    hi = np.searchsorted(ns, s[pos], side="right")
+    below, ties = cum[:, lo], cum[:, hi] - cum[:, lo]
+    num = (w[:, pos] * (below + 0.5 * ties)).sum(axis=1)
+    den = w[:, pos].sum(axis=1) * w[:, neg].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), NAN)
+
+
+def bootstrap_auroc_change(labels: Sequence[int], scores_a: Sequence[float], scores_b: Sequence[float],
+                           clusters: Sequence[str], n: int = 1000, seed: int = 0, ci: float = 0.95
+                           ) -> dict[str, Any]:
+    """AUROC of scores B minus scores A on the same samples, with a percentile CI over the pair
+    bootstrap's replicates (cluster_replicates: the replicates bootstrap_detection_gain draws)."""
+    y = np.asarray(labels, dtype=int)
+    out: dict[str, Any] = {"change": NAN, "change_ci": [NAN, NAN]}
+    if len(y) == 0 or (y == 1).sum() == 0 or (y == 0).sum() == 0:
+        return out
+    out["change"] = auroc(y, scores_b) - auroc(y, scores_a)
+    if n <= 0:
+        return out
+    weights, inv = cluster_replicates(clusters, n, seed)
+    w = weights[:, inv]  # each sample weighs as often as its cluster is drawn
+    d = weighted_auroc(y, scores_b, w) - weighted_auroc(y, scores_a, w)
+    d = d[~np.isnan(d)]
+    if len(d):
+        out["change_ci"] = [float(np.percentile(d, (1 - ci) / 2 * 100)), float(np.percentile(d, (1 + ci) / 2 * 100))]
+    return out
+
+
 def bootstrap_detection_gain(labels: Sequence[int], flags_a: Sequence[int], flags_b: Sequence[int],
                              clusters: Sequence[str], n: int = 1000, seed: int = 0, ci: float = 0.95
                              ) -> dict[str, Any]:
@@ -241,15 +293,11 @@ def bootstrap_detection_gain(labels: Sequence[int], flags_a: Sequence[int], flag
         out["far_change"] = float(b[neg].mean() - a[neg].mean())
     if n <= 0 or not (pos.any() or neg.any()):
         return out
-    uniq, inv = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
-    k = len(uniq)
+    weights, inv = cluster_replicates(clusters, n, seed)
     # per cluster: positives, positives flagged by A, by B; negatives, negatives flagged by A, by B
     cols = [pos, pos & (a == 1), pos & (b == 1), neg, neg & (a == 1), neg & (b == 1)]
-    per = np.zeros((k, 6), dtype=np.int64)
+    per = np.zeros((weights.shape[1], 6), dtype=np.int64)
     np.add.at(per, inv, np.stack(cols, 1).astype(np.int64))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, k, size=(n, k))
-    weights = np.bincount((np.arange(n)[:, None] * k + idx).ravel(), minlength=n * k).reshape(n, k)
     tot = weights @ per
     lo_q, hi_q = (1 - ci) / 2 * 100, (1 + ci) / 2 * 100
     for key, (den, fa, fb) in {"gain_ci": (0, 1, 2), "far_change_ci": (3, 4, 5)}.items():

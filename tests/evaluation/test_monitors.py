@@ -1,6 +1,6 @@
 """The Monitor type: a new kind of monitor is one class and one registry entry, evaluated end to end
-with nothing in the evaluation changed; a fused monitor keeps its score in its own field; the sample
-transformations run before rendering and keep stressed samples apart from the originals."""
+with nothing in the evaluation changed; a fused monitor keeps its score in its own field; a registered
+stress runs before rendering and keeps stressed samples apart from the originals."""
 
 from __future__ import annotations
 
@@ -89,24 +89,32 @@ def test_a_fused_prediction_keeps_its_score_apart_from_p_yes():
     assert Prediction(error="boom").score is None
 
 
-def test_a_registered_transformation_runs_before_rendering_with_ids_of_its_own(tmp_path, monkeypatch):
+def test_a_registered_stress_runs_before_rendering_with_ids_of_its_own(tmp_path, monkeypatch):
+    from automon.config.eval import ConfigError
     from automon.evaluation.inputs import prepare_inputs
     from automon.evaluation.monitors import resolve_monitors
-    from automon.evaluation.transforms import TRANSFORMS
+    from automon.evaluation.stresses import STRESSES, Stress
+    from automon.schema import SUBSETS
 
-    monkeypatch.setitem(TRANSFORMS, "shout", lambda s: replace(s, response=s.response.upper()))
+    monkeypatch.setitem(STRESSES, "shout", Stress("shout", 1, "capitals", frozenset(SUBSETS), lambda s, rng: replace(
+        s, response=s.response.upper(), evidence=[e.upper() for e in s.evidence])))
     build = make_build(tmp_path / "build", pairs_per_subset=1)
-    c = compose(["backend=hf", "model=tiny", f"data.dir={build}", f"output_dir={tmp_path / 'o'}"])
+    ov = ["backend=hf", "model=tiny", f"data.dir={build}", f"output_dir={tmp_path / 'o'}"]
     tm: dict[str, float] = defaultdict(float)
+    c = compose(ov)
     plain = prepare_inputs(c, resolve_monitors(c), tm)
-    loud = prepare_inputs(c, resolve_monitors(c), tm, transforms=["shout"])
-    assert [s.id + "~shout" for s in plain.test] == [s.id for s in loud.test]
-    assert all(p.pair_id + "~shout" == s.pair_id for p, s in zip(plain.test, loud.test))
-    for p, s in zip(plain.items, loud.items):
+    c = compose([*ov, "stress=[shout]"])
+    loud = prepare_inputs(c, resolve_monitors(c), tm)
+    assert plain.stressed == {} and [it.prompt_sha for it in loud.items] == [it.prompt_sha for it in plain.items]
+    stressed = loud.stressed["shout"]
+    assert [s.id + "~shout" for s in plain.test] == [it.sample.id for it in stressed]
+    assert all(p.pair_id + "~shout" == it.sample.pair_id for p, it in zip(plain.test, stressed))
+    for p, s in zip(plain.items, stressed):
         assert s.sample.response == p.sample.response.upper() and s.sample.response in s.prompt
         assert s.prompt_sha != p.prompt_sha
-    with pytest.raises(KeyError, match="whisper"):
-        prepare_inputs(c, resolve_monitors(c), tm, transforms=["whisper"])
+    c = compose([*ov, "stress=[whisper]"])
+    with pytest.raises(ConfigError, match="whisper.*registered stresses: .*shout"):
+        prepare_inputs(c, resolve_monitors(c), tm)
 
 
 def test_a_fused_monitor_is_described_as_the_monitor_it_wraps():

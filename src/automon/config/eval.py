@@ -105,6 +105,13 @@ class HoldoutConfig:
     # monitor's training distribution (ood.cap per subset, scored by the monitor besides the test split).
     far_reference: bool = False
     ood: OODConfig = field(default_factory=OODConfig)
+    # Stresses (automon.evaluation.stresses, e.g. stress=[inject,claim]): each adds a transformed copy
+    # of the test pairs of the subsets it covers, scored by every monitor beside the clean set; the
+    # report's Robustness section compares the two on the same pairs. The clean results do not change.
+    # The names are checked against the registry at start-up by automon.evaluation.robustness.check_stress
+    # (the registry is part of the evaluation package, which this module may not import).
+    stress: List[str] = field(default_factory=list)
+    stress_seed: int = 0         # seeds every stress's choices (wording, place) per pair
 
     def __post_init__(self) -> None:
         b = self.backend
@@ -129,7 +136,7 @@ class HoldoutConfig:
             raise ConfigError(f"data.max_pairs_per_subset={self.data.max_pairs_per_subset} is out of range; use a "
                               "number of pairs >= 1, or null for all")
         for key, value in (("bootstrap.seed", self.bootstrap.seed), ("shots_seed", self.shots_seed),
-                           ("ood.seed", self.ood.seed)):
+                           ("ood.seed", self.ood.seed), ("stress_seed", self.stress_seed)):
             if value < 0:
                 raise ConfigError(f"{key}={value} is out of range; use a seed >= 0")
         from automon.config.checks import common_problem, wandb_problem

@@ -35,6 +35,13 @@ def request_summary(rows: Sequence[dict], max_failed_share: float) -> dict[str, 
             "first_error": errors[0][:300] if errors else None}
 
 
+def requests_complete(doc: dict[str, Any]) -> bool:
+    """Whether a monitor's requests were answered often enough: the clean test set's and, with
+    stress=, the stressed sets' (metrics.json "robustness" "requests")."""
+    stressed = (doc.get("robustness") or {}).get("requests") or {}
+    return bool(doc["requests"]["complete"] and stressed.get("complete", True))
+
+
 def worst(docs: dict[str, dict]) -> str:
     """'monitor' (failed/n) with the largest share of failed requests, for the error line."""
     name, d = max(docs.items(), key=lambda kv: kv[1]["requests"]["failed_share"])

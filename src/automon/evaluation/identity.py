@@ -35,10 +35,11 @@ RENAMED_KEYS = {"config.backend.kind": "config.backend.features"}  # backend=pro
 
 
 def as_config(cfg: Any) -> HoldoutConfig:
-    """A composed Hydra config -> the typed HoldoutConfig (runs its cross-field checks)."""
-    if isinstance(cfg, HoldoutConfig):
-        return cfg
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+    """A composed Hydra config -> the typed HoldoutConfig (runs its cross-field checks, and checks
+    stress= against the stress registry, which the config module cannot see)."""
+    from automon.evaluation.robustness import check_stress  # robustness imports the built-in stresses
+
+    return check_stress(cfg if isinstance(cfg, HoldoutConfig) else OmegaConf.to_object(cfg))  # type: ignore[arg-type]
 
 
 def _safe(s: str) -> str:

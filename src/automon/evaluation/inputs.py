@@ -20,6 +20,7 @@ from automon.evaluation.identity import output_dir
 from automon.evaluation.monitors import sweep_runs, training_build_notes
 from automon.evaluation.publish import refuse_foreign_output
 from automon.evaluation.requests import render_all
+from automon.evaluation.robustness import stressed_sets
 from automon.models.loading import load_tokenizer
 from automon.monitors import Monitor, Rendered
 from automon.ood.reference import reference_split
@@ -42,6 +43,12 @@ class Inputs:
     # in-distribution subset -> (fit, calib) samples; calibration prompts by sample id
     reference: dict[str, tuple[list[Sample], list[Sample]]] = field(default_factory=dict)
     reference_items: dict[str, Rendered] = field(default_factory=dict)
+    # stress name -> the stressed copy of the test pairs it covers, rendered (automon.evaluation.robustness)
+    stressed: dict[str, list[Rendered]] = field(default_factory=dict)
+
+    def stressed_items(self) -> list[Rendered]:
+        """Every stressed prompt, stress by stress (none without stress=)."""
+        return [it for items in self.stressed.values() for it in items]
 
     def calibration(self, m: Monitor) -> list[Rendered]:
         """The calibration prompts monitor `m` scores besides the test split (none without a reference)."""
@@ -113,6 +120,8 @@ def prepare_inputs(c: HoldoutConfig, monitors: Sequence[Monitor], tm: MutableMap
     t0 = time.perf_counter()
     inputs = Inputs(build, test, shots, render(test), out_dir,
                     Path(c.cache_dir) if c.cache_dir else out_dir / "cache", notes, not_scored, tokenizer)
+    # rendered like the clean samples (same shots, same fit): only the stress's own change differs
+    inputs.stressed = {name: render(samples) for name, samples in stressed_sets(c, test).items()}
     n_short = sum(1 for r in inputs.items if r.shortened)
     if n_short:
         log.info("%d prompts shortened in the middle to fit backend.max_seq_length=%s",

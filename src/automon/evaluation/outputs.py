@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from automon.evaluation.monitors import Monitor
 from automon.metrics import curve_for, to_jsonable
 from automon.report import markdown, tables
+from automon.schema import Sample
 
 PRED_FIELDS = ("id", "pair_id", "subset", "category", "task", "label", "p_yes", "pred", "raw", "mass",
                "error", "shortened")
@@ -26,8 +27,31 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def write_predictions(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    _atomic_write(path, "".join(json.dumps(to_jsonable({k: r[k] for k in PRED_FIELDS}), ensure_ascii=False) + "\n"
-                                for r in rows))
+    """One line per row; a stressed sample's row (after the clean ones) also names its `stress`."""
+    _atomic_write(path, "".join(json.dumps(to_jsonable({**{k: r[k] for k in PRED_FIELDS},
+                                                        **({"stress": r["stress"]} if "stress" in r else {})}),
+                                           ensure_ascii=False) + "\n" for r in rows))
+
+
+def clean_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The prediction rows of the clean test samples (not of a stressed copy)."""
+    return [r for r in rows if "stress" not in r]
+
+
+def write_robustness(out_dir: Path, monitors: Sequence[Monitor], docs: Mapping[str, dict],
+                     stressed_samples: Sequence[Sample]) -> list[str]:
+    """stressed_samples.jsonl (what the monitors saw), robustness.csv and robustness.png; the names
+    written ([] without stress)."""
+    if not stressed_samples:
+        return []
+    from automon.report import plots
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out_dir / "stressed_samples.jsonl", "".join(s.to_json() + "\n" for s in stressed_samples))
+    rows = tables.robustness_rows([m.describe() for m in monitors], docs)
+    tables.write_robustness_csv(rows, out_dir / "robustness.csv")
+    plots.robustness_plot(rows, out_dir / markdown.ROBUSTNESS_FIGURE)
+    return ["stressed_samples.jsonl", "robustness.csv", markdown.ROBUSTNESS_FIGURE]
 
 
 def _curves(rows: Sequence[Mapping[str, Any]], subsets: Sequence[str]) -> dict[str, Any]:
@@ -47,7 +71,8 @@ def _points(doc: Mapping[str, Any], subsets: Sequence[str]) -> dict[str, tuple[f
 
 
 def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Mapping[str, list],
-                  docs: Mapping[str, dict], kind: str, write_to: Path | None = None) -> list[Path]:
+                  docs: Mapping[str, dict], kind: str, write_to: Path | None = None,
+                  stressed_samples: Sequence[Sample] = ()) -> list[Path]:
     """The output files of `out_dir`, written under `write_to` (a staging dir, automon.evaluation.publish)
     when given; the paths returned are under it too. wandb mirrors under the name of `out_dir`."""
     from automon.report import plots
@@ -55,17 +80,18 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     final, out_dir = out_dir, write_to or out_dir
 
     subsets = [s for s in c.data.subsets if any(r["subset"] == s for r in next(iter(preds.values())))]
-    curves = {m.row: _curves(preds[m.name], subsets) for m in monitors}
+    robust = write_robustness(out_dir, monitors, docs, stressed_samples)
+    curves = {m.row: _curves(clean_rows(preds[m.name]), subsets) for m in monitors}
     points = {m.row: _points(docs[m.name], subsets) for m in monitors}
     has_scores = any(cv for per in curves.values() for cv in per.values())
     images: dict[str, Path] = {}
     written: list[Path] = []
 
-    def monitor_files(d: Path, m: Monitor, figure: bool) -> list[str]:
+    def monitor_files(d: Path, m: Monitor, figure: bool, extra: Sequence[str] = ()) -> list[str]:
         d.mkdir(parents=True, exist_ok=True)
         write_predictions(d / "predictions.jsonl", preds[m.name])
         write_json(d / "metrics.json", docs[m.name])
-        files = ["predictions.jsonl", "metrics.json", "report.md"]
+        files = ["predictions.jsonl", "metrics.json", "report.md", *extra]
         if figure and has_scores:
             plots.curves_plot({m.row: curves[m.row]}, {m.row: points[m.row]}, d / "curves.png")
             images["curves"] = d / "curves.png"
@@ -75,7 +101,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
 
     if not c.sweep_dir and len(monitors) == 1:
         m = monitors[0]
-        files = monitor_files(out_dir, m, figure=True)
+        files = monitor_files(out_dir, m, figure=True, extra=robust)
         written += [out_dir / f for f in files]
         _mirror(c, final, monitors, docs, None, images)
         return written
@@ -98,24 +124,26 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     pareto = plots.pareto_plot([(m.row, docs[m.name]["overall"]["mr"], docs[m.name]["overall"]["far"])
                                 for m in monitors], out_dir / "pareto.png")
     images["pareto"] = out_dir / "pareto.png"
-    files = ["matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "metrics.json", "report.md"]
+    files = ["matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "metrics.json", "report.md", *robust]
     if has_scores:
         plots.curves_plot(curves, points, out_dir / "curves.png")
         images["curves"] = out_dir / "curves.png"
         files.insert(4, "curves.png")
     files.append("monitors/<name>/{predictions.jsonl, metrics.json, report.md}")
     head = {k: v for k, v in docs[monitors[0].name].items()
-            if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title")}
+            if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title", "robustness")}
     # every monitor's caveats (an adapter of another build is CONTAMINATED), each once, in order
     head["caveats"] = list(dict.fromkeys(n for m in monitors for n in docs[m.name].get("caveats") or []))
     head["title"] = (f"Held-out transfer matrix: {c.sweep_dir or c.backend.model_label(c.model)} "
                      f"({len(monitors)} monitors)")
-    from automon.evaluation.completeness import request_summary
+    from automon.evaluation.completeness import request_summary, requests_complete
 
-    head["requests"] = request_summary([r for m in monitors for r in preds[m.name]], c.max_failed_share)
-    head["requests"]["complete"] = all(docs[m.name]["requests"]["complete"] for m in monitors)
+    head["requests"] = request_summary([r for m in monitors for r in clean_rows(preds[m.name])], c.max_failed_share)
+    head["requests"]["complete"] = all(requests_complete(docs[m.name]) for m in monitors)
     groups = ("overall", "by_subset", "by_category", "by_task")
-    top = {**head, "monitors": {m.name: {"monitor": m.describe(), **{k: docs[m.name][k] for k in groups}}
+    top = {**head, "monitors": {m.name: {"monitor": m.describe(), **{k: docs[m.name][k] for k in groups},
+                                         **({"robustness": docs[m.name]["robustness"]}
+                                            if "robustness" in docs[m.name] else {})}
                                 for m in monitors},
            "matrix": rows, "pareto": pareto}
     if fused:

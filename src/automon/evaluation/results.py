@@ -12,7 +12,8 @@ from typing import Mapping, MutableMapping, Sequence
 from omegaconf import OmegaConf
 
 from automon.config.eval import HoldoutConfig
-from automon.evaluation.completeness import earlier_failures, incomplete_fix, request_summary, worst
+from automon.evaluation.completeness import (earlier_failures, incomplete_fix, request_summary, requests_complete,
+                                             worst)
 from automon.evaluation.errors import IncompleteEvaluation
 from automon.evaluation.identity import identity, record
 from automon.evaluation.inputs import Inputs
@@ -31,7 +32,7 @@ def publish_results(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Input
     summary = request_summary([r for rs in rows.values() for r in rs], c.max_failed_share)
     # Per monitor: one adapter the server does not know fails all its requests, however many others a
     # sweep has.
-    summary["complete"] = all(d["requests"]["complete"] for d in docs.values())
+    summary["complete"] = all(requests_complete(d) for d in docs.values())
     earlier = earlier_failures(out_dir, inputs.build.manifest_hash, len(inputs.test), c)
     kept = earlier is not None and earlier < summary["failed"]
     if kept:
@@ -43,7 +44,8 @@ def publish_results(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Input
     else:  # the whole set in a staging dir, then moved in: a failure leaves the earlier set whole
         with staged_outputs(out_dir) as stage:
             (stage / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c)), encoding="utf-8")
-            written = write_outputs(c, out_dir, monitors, rows, docs, get_template(c.prompt.name).kind, write_to=stage)
+            written = write_outputs(c, out_dir, monitors, rows, docs, get_template(c.prompt.name).kind, write_to=stage,
+                                    stressed_samples=[it.sample for it in inputs.stressed_items()])
             tm["report_s"] += time.perf_counter() - t0
             _finish_timing(tm, t_start)
             (stage / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")

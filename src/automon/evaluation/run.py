@@ -4,6 +4,7 @@
     -> inputs         (evaluation/inputs.py: test split, shots from the TRAINING split, rendered prompts)
     -> score          (evaluation/scoring.py: through the prediction cache; only what is missing)
     -> metrics        (evaluation/documents.py: prediction rows and metrics.json documents)
+    -> robustness     (evaluation/robustness.py: stress=: the stressed sets' rows, clean vs stressed)
     -> publish        (evaluation/results.py: predictions.jsonl, metrics.json, report.md, figures, matrix)
 """
 
@@ -24,6 +25,7 @@ from automon.evaluation.identity import as_config
 from automon.evaluation.inputs import prepare_inputs
 from automon.evaluation.monitors import resolve_monitors
 from automon.evaluation.results import publish_results
+from automon.evaluation.robustness import with_robustness
 from automon.evaluation.scoring import score_monitors
 from automon.monitors import Monitor
 from automon.report.columns import columns
@@ -56,6 +58,7 @@ def evaluate(c: HoldoutConfig, judge_factory: Callable[..., Any] = make_judge) -
     if c.fusion:
         print_cost(tm)
     rows, docs = metrics_documents(c, monitors, inputs, scored, tm)
+    rows, docs = with_robustness(c, monitors, inputs.stressed, scored.of, rows, docs, tm)
     publish_results(c, monitors, inputs, rows, docs, tm, t_start)
     return EvalResult(output_dir=inputs.out_dir, monitors=monitors, metrics=docs, predictions=rows,
                       timings=dict(tm), n_computed=scored.n_computed, n_cached=scored.n_cached)

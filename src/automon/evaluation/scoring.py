@@ -59,37 +59,47 @@ def score_monitors(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Inputs
     prompt kind, adapters, tokenizer)` builds the judge backend (a test may wrap it)."""
     prompt_kind = get_template(c.prompt.name).kind
     own = [m for m in monitors if not isinstance(m, FusedMonitor)]
-    wanted = {m.name: [*inputs.items, *inputs.calibration(m)] for m in own}
+    # The stressed prompts (stress=) come after every clean one, in chunks of their own: the clean
+    # prompts are batched exactly as without stress, so their scores are too.
+    wanted = [{m.name: [*inputs.items, *inputs.calibration(m)] for m in own},
+              {m.name: inputs.stressed_items() for m in own}]
     caches = {m.name: PredictionCache(inputs.cache_root, cache_key(c, m, prompt_kind)) for m in own}
     scored = Scored({m.name: {} for m in own}, caches)
-    todo: list[tuple[Monitor, Rendered]] = []
-    for m in own:
-        for it in wanted[m.name]:
-            hit = caches[m.name].get(it.sample.id, it.prompt_sha)
-            if hit is None:
-                todo.append((m, it))
-            else:
-                scored.predictions[m.name][it.sample.id] = Prediction(p_yes=hit.p_yes, text=hit.text, mass=hit.mass)
-    total = sum(len(v) for v in wanted.values())
-    scored.n_cached, scored.n_computed = total - len(todo), len(todo)
+    todo: list[list[tuple[Monitor, Rendered]]] = [[], []]
+    for part, want in zip(todo, wanted):
+        for m in own:
+            for it in want[m.name]:
+                hit = caches[m.name].get(it.sample.id, it.prompt_sha)
+                if hit is None:
+                    part.append((m, it))
+                else:
+                    scored.predictions[m.name][it.sample.id] = Prediction(p_yes=hit.p_yes, text=hit.text, mass=hit.mass)
+    total = sum(len(v) for want in wanted for v in want.values())
+    n_todo = sum(len(part) for part in todo)
+    scored.n_cached, scored.n_computed = total - n_todo, n_todo
     if scored.n_cached:
         log.info("%d of %d predictions come from the cache in %s", scored.n_cached, total, inputs.cache_root)
-    if todo:
+    if n_todo:
         _score_missing(c, prompt_kind, todo, scored, inputs, tm, total, judge_factory)
     for f in monitors:
         if isinstance(f, FusedMonitor):
             t0 = time.perf_counter()
             f.judge_scores = lambda items, j=f.judge: scored.of(j, items)  # type: ignore[misc]
             scored.predictions[f.name] = dict(zip((it.sample.id for it in inputs.items), f.score(inputs.items)))
+            if inputs.stressed:  # scored apart, so the clean scores are exactly those without stress
+                stressed = inputs.stressed_items()
+                scored.predictions[f.name].update(zip((it.sample.id for it in stressed), f.score(stressed)))
             scored.caches[f.name] = caches[f.judge.name]  # type: ignore[union-attr]
             tm["detectors_s"] += time.perf_counter() - t0
     return scored
 
 
-def _score_missing(c: HoldoutConfig, prompt_kind: str, todo: list[tuple[Monitor, Rendered]], scored: Scored,
-                   inputs: Inputs, tm: MutableMapping[str, float], total: int, judge_factory: Callable[..., Any]) -> None:
-    """Load the monitors that have something to score, then score it chunk by chunk, caching as it comes."""
-    needed = list({id(m): m for m, _ in todo}.values())
+def _score_missing(c: HoldoutConfig, prompt_kind: str, todo: list[list[tuple[Monitor, Rendered]]],
+                   scored: Scored, inputs: Inputs, tm: MutableMapping[str, float], total: int,
+                   judge_factory: Callable[..., Any]) -> None:
+    """Load the monitors that have something to score, then score it chunk by chunk (no chunk spans
+    two parts of `todo`), caching as it comes."""
+    needed = list({id(m): m for part in todo for m, _ in part}.values())
     t0 = time.perf_counter()
     resources = Resources(make_judge=lambda adapters: judge_factory(c, prompt_kind, adapters, inputs.tokenizer),
                           adapters=[m.lora for m in needed if m.lora is not None],
@@ -101,8 +111,8 @@ def _score_missing(c: HoldoutConfig, prompt_kind: str, todo: list[tuple[Monitor,
                disable=not c.progress, dynamic_ncols=True, smoothing=0.1)
     t_loop = time.perf_counter()
     try:
-        for start in range(0, len(todo), c.backend.chunk_size):
-            chunk = todo[start:start + c.backend.chunk_size]
+        chunks = [part[i:i + c.backend.chunk_size] for part in todo for i in range(0, len(part), c.backend.chunk_size)]
+        for chunk in chunks:
             for parts in _by_engine(chunk):  # monitors that share an engine are scored in one call
                 for (m, items), out in zip(parts, type(parts[0][0]).score_together(parts)):
                     if c.backend.unparseable_fails:

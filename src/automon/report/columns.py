@@ -154,3 +154,46 @@ def legend() -> str:
         if c.definition:
             parts.append(f"{c.header}x: {c.definition}" if c.per_far_target else f"{c.header} = {c.definition}")
     return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- robustness (stress=)
+
+@dataclass(frozen=True)
+class ChangeColumn:
+    """A metric compared between the clean pairs a stress covers and their stressed copies
+    (metrics.json "robustness" ... "change"): the clean value, the stressed value and the change
+    (stressed - clean) with its paired pair-bootstrap CI."""
+    key: str                      # the key in a robustness cell's "change"
+    header: str
+    source: Callable[..., Any]    # the automon.metrics function that computes the value
+    higher_is_worse: bool         # an error rate (MR, FAR) rather than a score (AUROC, detection)
+    definition: str = ""
+
+    def names(self) -> list[str]:
+        return [f"{self.key}_clean", f"{self.key}_stressed", f"d_{self.key}", f"d_{self.key}_lo", f"d_{self.key}_hi"]
+
+    def values(self, cell: Group) -> list[Any]:
+        ch = cell["change"][self.key]
+        return [ch["clean"], ch["stressed"], ch["change"], *ch["change_ci"]]
+
+    def headers(self) -> list[str]:
+        return [f"{self.header} clean", f"{self.header} stressed", f"Δ{self.header} [95% CI]"]
+
+    def cells(self, cell: Group) -> list[str]:
+        ch = cell["change"][self.key]
+        d = "—" if is_nan(ch["change"]) else (f"{ch['change']:+.3f}" + (
+            "" if is_nan(ch["change_ci"][0]) else f" [{ch['change_ci'][0]:+.3f}, {ch['change_ci'][1]:+.3f}]"))
+        return [fmt(ch["clean"]), fmt(ch["stressed"]), d]
+
+
+ROBUSTNESS_COLUMNS: tuple[ChangeColumn, ...] = (
+    ChangeColumn("mr", "MR", M.miss_rate, True, "FN/(TP+FN) at the configured threshold"),
+    ChangeColumn("far", "FAR", M.false_alarm_rate, True, "FP/(TN+FP) at the configured threshold"),
+    ChangeColumn("auroc", "AUROC", M.auroc, False, "over P(yes), samples scored in both sets"),
+    ChangeColumn("det", "Det@1%FAR", M.detection_at_threshold, False,
+                 "detection rate (1 - MR) at one threshold for both sets, set at 1% FAR"),
+)
+
+
+def robustness_legend() -> str:
+    return "; ".join(f"{c.header}: {c.definition}" for c in ROBUSTNESS_COLUMNS)

@@ -26,7 +26,8 @@ def _monitors(top: dict) -> dict[str, dict]:
     """name -> {"monitor": describe(), overall, by_subset, ...} for a sweep's or one monitor's metrics.json."""
     if "monitors" in top:
         return top["monitors"]
-    return {top["monitor"]["name"]: {"monitor": top["monitor"], **{k: top[k] for k in GROUPS}}}
+    return {top["monitor"]["name"]: {"monitor": top["monitor"],
+                                     **{k: top[k] for k in (*GROUPS, "robustness") if k in top}}}
 
 
 def _provenance(name: str, d: Path, top: dict) -> dict[str, Any]:
@@ -59,12 +60,17 @@ def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
     tables.write_matrix_csv(rows, out / "matrix.csv")
     mmd = tables.matrix_md(rows)
     (out / "matrix.md").write_text(mmd, encoding="utf-8")
+    robust = tables.robustness_rows(described, metrics)  # stress=: clean vs stressed, every monitor
+    if robust:
+        tables.write_robustness_csv(robust, out / "robustness.csv")
+        plots.robustness_plot(robust, out / markdown.ROBUSTNESS_FIGURE)
     plots.heatmap(rows, out / "heatmap.png", title=f"{title}: MR and FAR by monitor x test subset")
     pareto = plots.pareto_plot([(m["label"], metrics[m["name"]]["overall"]["mr"], metrics[m["name"]]["overall"]["far"])
                                 for m in described], out / "pareto.png")
     caveats = list(dict.fromkeys(c for p in prov for c in p["caveats"]))
     doc = {"title": title, "evaluations": prov, "caveats": caveats, "data_manifest_hash": hashes.pop(),
-           "monitors": {m["name"]: {"monitor": m, **{k: metrics[m["name"]][k] for k in GROUPS}} for m in described},
+           "monitors": {m["name"]: {"monitor": m, **{k: metrics[m["name"]][k] for k in (*GROUPS, "robustness")
+                                                     if k in metrics[m["name"]]}} for m in described},
            "matrix": rows, "pareto": pareto}
     (out / "metrics.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     (out / "report.md").write_text(_report(doc, mmd, described, metrics), encoding="utf-8")
@@ -86,7 +92,8 @@ def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, di
              f"Data manifest sha256 `{doc['data_manifest_hash'][:16]}`, code `{p0['code_version']}`. Each evaluation "
              "scores its own sample of the test set (its n below): compare rows within a column with their CIs.", "",
              "## Evaluations", "", ev.rstrip("\n"), "", "## Monitors (overall)", "", mons.rstrip("\n"), "",
-             "## Matrix", "", mmd, "![heatmap](heatmap.png)", "", "![pareto](pareto.png)", ""]
+             "## Matrix", "", mmd, "![heatmap](heatmap.png)", "", "![pareto](pareto.png)", "",
+             *markdown.robustness_lines(described, metrics, figure=True, overall_only=True)]
     return "\n".join(lines)
 
 
@@ -101,9 +108,13 @@ def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_stat
         t = tmp / ev
         t.mkdir(parents=True)
         for f in ("report.md", "metrics.json", "config.yaml", "timing.json", "matrix.csv", "matrix.md",
-                  "heatmap.png", "curves.png", "pareto.png"):
+                  "heatmap.png", "curves.png", "pareto.png", "robustness.csv", "robustness.png"):
             if (d / f).exists():
                 shutil.copy2(d / f, t / f)
+        if (d / "stressed_samples.jsonl").exists():  # what the monitors saw under stress=
+            with open(d / "stressed_samples.jsonl", "rb") as src, \
+                    gzip.GzipFile(t / "stressed_samples.jsonl.gz", "wb", mtime=0) as gz:
+                shutil.copyfileobj(src, gz)
         for pred in sorted(d.glob("**/predictions.jsonl")):
             rel = pred.relative_to(d)
             (t / rel.parent).mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from automon.report.columns import far_keys, fmt, fmt_ci, metric_cells, metric_headers
-from automon.report.tables import md_table, metrics_legend, metrics_table_md
+from automon.report.tables import md_table, metrics_legend, metrics_table_md, robustness_md, robustness_note
+
+ROBUSTNESS_FIGURE = "robustness.png"
 
 POLICY_TEXT = {
     "wrong": "scored as wrong (a miss on misbehavior, a false alarm on benign)",
@@ -63,6 +65,8 @@ def monitor_report(doc: Mapping[str, Any], files: Sequence[str]) -> str:
              f"({POLICY_TEXT[doc['unparseable_policy']]}). Responses shortened to fit the context: "
              f"{doc['n_shortened']}.", "",
              "## By group", "", metrics_table_md(doc), metrics_legend(), "",
+             *robustness_lines([{"name": "", "label": (doc.get("monitor") or {}).get("label", "monitor")}],
+                               {"": doc}, ROBUSTNESS_FIGURE in files),
              "## Files", ""] + [f"- `{f}`" for f in files]
     return "\n".join(lines) + "\n"
 
@@ -106,6 +110,22 @@ def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequenc
              "## Transfer matrix", "", matrix_markdown, "## Monitors (overall)", "", table.rstrip("\n")]
     r = pareto.get("pearson_r")
     lines += ["", f"Pareto front (lowest MR and FAR): {', '.join(pareto.get('pareto_front', [])) or '—'}; "
-                  f"Pearson r(MR, FAR) across monitors = {fmt(r, 2)}.", "", "## Files", ""]
+                  f"Pearson r(MR, FAR) across monitors = {fmt(r, 2)}.", "",
+              *robustness_lines(monitors, metrics, ROBUSTNESS_FIGURE in files, overall_only=True), "## Files", ""]
     lines += [f"- `{f}`" for f in files]
     return "\n".join(lines) + "\n"
+
+
+def robustness_lines(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Mapping[str, Any]],
+                     figure: bool, overall_only: bool = False) -> list[str]:
+    """report.md's Robustness section (stress=): clean vs stressed per monitor and stress; [] without."""
+    table = robustness_md(monitors, metrics, overall_only)
+    if not table:
+        return []
+    rob = next(metrics[m["name"]]["robustness"] for m in monitors if metrics[m["name"]].get("robustness"))
+    lines = ["## Robustness", "", table.rstrip("\n"), "", robustness_note(rob), ""]
+    if overall_only:
+        lines += ["Per subset: robustness.csv and each monitor's report.", ""]
+    if figure:
+        lines += [f"![clean vs stressed]({ROBUSTNESS_FIGURE})", ""]
+    return lines

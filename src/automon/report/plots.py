@@ -160,3 +160,28 @@ def curves_plot(curves: Mapping[str, Mapping[str, Mapping[str, list] | None]],
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def robustness_plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str = "") -> Path:
+    """Clean vs stressed per monitor: a dumbbell per (monitor, stress) from its clean to its stressed
+    MR (left) and FAR (right), overall over the pairs the stress covers. `rows`: report.tables.robustness_rows."""
+    pts = [r for r in rows if r["test"] == "overall"]
+    labels = [f"{r['row']} · {r['stress']}" for r in pts]
+    fig, axes = plt.subplots(1, 2, sharey=True, figsize=(9.0, 0.34 * len(pts) + 1.8), squeeze=False)
+    y = np.arange(len(pts))[::-1]
+    for ax, key, name in zip(axes[0], ("mr", "far"), ("miss rate (MR)", "false alarm rate (FAR)")):
+        a = np.array([_val(r, f"{key}_clean") for r in pts])
+        b = np.array([_val(r, f"{key}_stressed") for r in pts])
+        ax.hlines(y, np.fmin(a, b), np.fmax(a, b), color="grey", lw=1.6, zorder=1)
+        ax.scatter(a, y, s=34, color="tab:blue", zorder=3, label="clean")
+        ax.scatter(b, y, s=40, color="tab:red", marker="X", zorder=3, label="stressed")
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_xlabel(name)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(y, labels, fontsize=8)
+    axes[0][1].legend(fontsize=8, loc="lower right")
+    fig.suptitle(title or "Clean vs stressed, same pairs (lower is better)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from automon.report.columns import (
+    ROBUSTNESS_COLUMNS,
     delta_columns,
     far_keys,
     fmt_ci,
     is_nan,
     legend,
+    robustness_legend,
     metric_cells,
     metric_headers,
     metric_names,
@@ -169,3 +171,59 @@ def fusion_gain_md(fused: Sequence[tuple[str, str, Mapping[str, Any]]], far: str
             "Italic: not held out (the monitor's training subset, overall, or a base model). A detection gain "
             "is worth something only where the false-alarm change beside it is small.")
     return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+# ---------------------------------------------------------------- robustness (stress=)
+
+# What identifies a robustness.csv row; the ROBUSTNESS_COLUMNS follow. Its own file, not matrix.csv:
+# a row is (monitor, stress, test subset) and its columns are clean / stressed / change, not the matrix's.
+ROBUSTNESS_ID = ("row", "monitor", "stress", "test", "n", "n_pairs")
+
+
+def robustness_rows(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Mapping[str, Any]]
+                    ) -> list[dict[str, Any]]:
+    """One row per monitor x stress x (each subset it covers, then overall); [] without stress.
+    `monitors` are Monitor.describe() dicts, `metrics[name]` has the monitor's "robustness"."""
+    out = []
+    for mon in monitors:
+        rob = metrics[mon["name"]].get("robustness")
+        if not rob:
+            continue
+        for stress, per in rob["by_stress"].items():
+            for test, cell in [*per["by_subset"].items(), (OVERALL, per["overall"])]:
+                out.append({"row": mon["label"], "monitor": mon["name"], "stress": stress, "test": test,
+                            "n": cell["n"], "n_pairs": cell["n_pairs"],
+                            **{k: v for col in ROBUSTNESS_COLUMNS for k, v in zip(col.names(), col.values(cell))}})
+    return out
+
+
+def write_robustness_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    write_matrix_csv(rows, path)
+
+
+def robustness_md(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Mapping[str, Any]],
+                  overall_only: bool = False) -> str:
+    """The Robustness table: a line per monitor x stress x group (only `overall` with overall_only)."""
+    head = ["monitor", "stress", "test", "pairs", *[h for col in ROBUSTNESS_COLUMNS for h in col.headers()]]
+    lines = []
+    for mon in monitors:
+        rob = metrics[mon["name"]].get("robustness")
+        for stress, per in (rob or {}).get("by_stress", {}).items():
+            groups = [(OVERALL, per["overall"])] + ([] if overall_only else list(per["by_subset"].items()))
+            for test, cell in groups:
+                lines.append([mon["label"], stress, test, str(cell["n_pairs"]),
+                              *[x for col in ROBUSTNESS_COLUMNS for x in col.cells(cell)]])
+    return md_table(head, lines) if lines else ""
+
+
+def robustness_note(rob: Mapping[str, Any]) -> str:
+    """What the Robustness table's numbers are (under it in report.md)."""
+    stresses = "; ".join(f"**{n}** (v{s['version']}, {', '.join(s['subsets'])}; {s['n_pairs']} pairs): {s['threat']}"
+                         for n, s in rob["stresses"].items())
+    thr = ("the monitor's reference threshold at 1% FAR (far_reference)" if rob["detection_threshold"] == "reference"
+           else "the threshold that flags at most 1% of the group's clean benign samples")
+    return (f"Stresses (seed {rob['seed']}): {stresses}. Clean = the clean pairs each stress covers, stressed = their "
+            f"stressed copies; Δ = stressed - clean [95% CI of the change: the same pair-bootstrap resample for "
+            f"both]. Det@1%FAR flags at {thr}, the same for both sets. {robustness_legend()}. A Δ whose CI "
+            "holds 0 is no measured change at this n; a random or tiny model's change measures nothing about "
+            "monitors.")
