@@ -5,6 +5,7 @@ at a file the repository does not have."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -64,6 +65,18 @@ def test_counts_quote_the_recorded_build():
             continue
         assert [n(x) for x in test.split(" / ")] == [c["test"][sub]["1"], c["test"][sub]["0"]], sub
         assert [n(x) for x in train.split(" / ")] == [c["train"][sub]["1"], c["train"][sub]["0"]], sub
+
+
+def test_the_v5_data_hash_and_build_record_are_the_recorded_build():
+    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5 build, and its
+    build record (build_log.json) belongs to that build."""
+    digest = hashlib.sha256((REPO / "docs/results/build-local-v5.manifest.json").read_bytes()).hexdigest()
+    assert f"data hash `{digest[:12]}...`" in (REPO / "docs/data.md").read_text()
+    log = json.loads((REPO / "docs/results/build-local-v5.build_log.json").read_text())
+    c = MANIFEST_V5["counts"]
+    n = {split: sum(sum(v.values()) for v in c[split].values()) for split in ("test", "train")}
+    assert (log["n_test"], log["n_train"]) == (n["test"], n["train"])
+    assert "code_version" not in MANIFEST_V5 and log["build"]["code_version"] in (REPO / "docs/data.md").read_text()
 
 
 def test_the_audit_table_quotes_the_recorded_build():

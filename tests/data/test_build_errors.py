@@ -254,7 +254,9 @@ def test_a_changed_source_file_fails_against_sha256sums(root, tmp_path, caplog, 
 def test_checksum_warn_builds_and_the_manifest_records_it(root, tmp_path, caplog):
     sums = _write_sums(root, root.parents[1], root / "SHA256SUMS")
     ok = run_build(_cfg(root, tmp_path / "clean", "subsets=[syco_reasoning]"))
-    assert ok["source_checksums"] == {"list": str(sums), "on_mismatch": "fail", "differences": {}}
+    assert ok["source_checksums"] == {"on_mismatch": "fail", "differences": {}}  # the files' sha256 are in sources
+    record = json.loads((tmp_path / "clean" / "build_log.json").read_text())["build"]
+    assert record["source_checksums_list"] == str(sums)  # where the list lay: the machine's, not the data's
     changed = _append_row(root)
     caplog.set_level(logging.WARNING, logger="automon.data")
     m = run_build(_cfg(root, tmp_path / "warned", "subsets=[syco_reasoning]", "sources.on_checksum=warn"))

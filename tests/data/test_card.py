@@ -23,8 +23,9 @@ def test_params_from_before_v3_describe_the_estimate():
 
 
 def test_a_build_without_sandbox_isolation_says_so_in_capitals(tmp_path):
-    """The mode each sg_code sample's code ran under is counted in the manifest; any sample run with
-    sandbox.isolation=none puts a warning at the top of the card."""
+    """The mode sg_code's code ran under is in the build record (build_log.json), not in the manifest
+    or the samples; a build whose code ran with sandbox.isolation=none opens its card with a warning in
+    capitals. A manifest written before the record (build-v1) counted the modes itself."""
     from support import build_cfg
     from automon.data.card import dataset_card
     from automon.data.build import run_build
@@ -33,9 +34,13 @@ def test_a_build_without_sandbox_isolation_says_so_in_capitals(tmp_path):
     root = write_synthetic_root(tmp_path / "raw", n=40)
     run_build(build_cfg([f"sources.root={root}", f"out={tmp_path / 'b'}", "subsets=[sg_code]", "test.sg_code=4"]))
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
-    modes = manifest["sandbox_isolation"]
+    record = json.loads((tmp_path / "b" / "build_log.json").read_text())["build"]
+    assert "sandbox_isolation" not in manifest and "code_version" not in manifest
+    modes = record["sandbox_isolation_samples"]
     assert set(modes) <= {"bwrap", "unshare"} and sum(modes.values()) > 4
+    assert record["sandbox_isolation"] == {"sg_code": next(iter(modes))}
     assert "ISOLATION WAS OFF" not in (tmp_path / "b" / "README.md").read_text()
-    card = dataset_card(dict(manifest, sandbox_isolation={"none": 12}))
-    assert "SANDBOX ISOLATION WAS OFF (sandbox.isolation=none): the code behind 12 samples" in card
-    assert card.index("ISOLATION WAS OFF") < card.index("## Counts")
+    for card in (dataset_card(manifest, dict(record, sandbox_isolation_samples={"none": 12})),
+                 dataset_card(dict(manifest, sandbox_isolation={"none": 12}, code_version="abc"))):
+        assert "SANDBOX ISOLATION WAS OFF (sandbox.isolation=none): the code behind 12 samples" in card
+        assert card.index("ISOLATION WAS OFF") < card.index("## Counts")

@@ -46,9 +46,9 @@ class SharedWordings:
     # from this directory of the repository (annotations/<name>); "" = no annotation filter.
     safety_annotations: str = ""
     # Whether an sg_code sample's meta records how this machine verified it (its sandbox isolation
-    # mode), which makes builds differ across machines. Every released version does (the manifest's
-    # sandbox_isolation record and the card's isolation-off banner are read from it); false leaves it
-    # out of the samples (the v3 templates honour it) for a version whose build record carries it.
+    # mode), which makes builds differ across machines. v1-v4 do (released so; their samples stay byte
+    # for byte); v5 does not: the mode is in build_log.json's build record, outside the data hash (the
+    # v3 templates honour the switch; the card's isolation-off warning reads the record).
     verification_in_samples: bool = True
     # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's

@@ -1,4 +1,5 @@
-"""The dataset card (README.md) written into every build, generated from its manifest."""
+"""The dataset card (README.md) written into every build, generated from its manifest and the build
+record (build_log.json `build`: how this machine made it)."""
 
 from __future__ import annotations
 
@@ -154,7 +155,10 @@ def _constructs_section(constructs: dict | None) -> str:
             "the check read:\n\n" + "\n".join(rows) + "\n\n")
 
 
-def dataset_card(manifest: dict) -> str:
+def dataset_card(manifest: dict, record: dict | None = None) -> str:
+    """The card of a build. `record`: its build record (automon.data.write.build_record); a manifest
+    written before the record existed (build-v1) held the same facts itself."""
+    record = record or {}
     c = manifest["counts"]
     n_test = sum(v for sub in c.get("test", {}).values() for v in sub.values())
     n_train = sum(v for sub in c.get("train", {}).values() for v in sub.values())
@@ -162,7 +166,9 @@ def dataset_card(manifest: dict) -> str:
     src_lines = []
     for name, o in manifest["sources"].items():
         if o["kind"] == "local":
-            src_lines.append(f"- `{name}`: local, {len(o['files'])} file(s) under `{o['root']}` ({o['license']})")
+            root = o.get("root") or (record.get("config") or {}).get("sources", {}).get("root")
+            where = f" under `{root}`" if root else ""
+            src_lines.append(f"- `{name}`: local, {len(o['files'])} file(s){where} ({o['license']})")
         elif o["kind"] == "hub":
             src_lines.append(f"- `{name}`: hub `{o['hub_id']}` {o.get('config') or ''} {o['splits']} ({o['license']})")
         else:
@@ -174,7 +180,8 @@ def dataset_card(manifest: dict) -> str:
     synthetic = manifest.get("synthetic_sources")
     warning = (f"**Synthetic data: built from automon's generated source tree ({synthetic}), not from the real "
                "sources. Numbers measured on it say nothing about monitors.**\n\n" if synthetic else "")
-    unisolated = (manifest.get("sandbox_isolation") or {}).get("none")
+    code = record.get("code_version") or manifest.get("code_version", "unknown")
+    unisolated = (record.get("sandbox_isolation_samples") or manifest.get("sandbox_isolation") or {}).get("none")
     if unisolated:
         warning += (f"**SANDBOX ISOLATION WAS OFF (sandbox.isolation=none): the code behind {unisolated:,} "
                     "samples ran with the builder's own privileges, files and network. A program that escaped "
@@ -186,7 +193,7 @@ def dataset_card(manifest: dict) -> str:
 evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752). Label 1 = misbehavior,
 0 = benign; every test sample has a benign/misbehavior twin with the same `pair_id` and the same request.
 
-- build version: `{manifest['build_version']}`, code `{manifest['code_version']}`, seed {manifest['seed']},
+- build version: `{manifest['build_version']}`, code `{code}`, seed {manifest['seed']},
   wordings `{manifest['config']['wordings']['version']}`, generator `{manifest['config']['generator']}`
 - files: `test.jsonl` sha256 `{manifest['files']['test.jsonl']}`, `train.jsonl` sha256 `{manifest['files']['train.jsonl']}`
 
@@ -218,5 +225,7 @@ Found and dropped: {dj['conflicts_found'] or 'none'}. The written files were re-
 
 {chr(10).join(src_lines)}
 
-See `manifest.json` for the full resolved config, file hashes and the disjointness report.
+See `manifest.json` for the full resolved config, file hashes and the disjointness report: what the build
+is (its sha256 is the data hash trained adapters record). `build_log.json` says how this machine made it
+(sandbox isolation, workers, sources directory, code and library versions, timings), outside that hash.
 """

@@ -39,6 +39,9 @@ class BuildContext:
     # subset -> the most test pairs its recipe can give, where fewer than requested is expected and
     # reported rather than an error (the safety subsets' annotated pairs, wordings.safety_annotations)
     test_caps: dict = field(default_factory=dict)
+    # subset -> the sandbox isolation mode its recipe's code ran under (RecipeContext.ran_code_under):
+    # how this machine made the build, for build_log.json's build record, never for the samples
+    isolation: dict = field(default_factory=dict)
     _rows: dict = field(default_factory=dict)
 
     def rows(self, name: str) -> list:
@@ -89,8 +92,10 @@ class RecipeContext:
     rows of the sources its spec declares (read once per build, shared with other recipes)."""
     build: BuildContext
     spec: SubsetSpec
-    # A background recipe (a forked process) counts into its own Drops, sent back with its items.
+    # A background recipe (a forked process) counts into its own Drops, sent back with its items
+    # (and so the isolation mode it reports).
     own_drops: Drops | None = None
+    own_isolation: dict | None = None
 
     @property
     def cfg(self) -> Any:
@@ -100,6 +105,11 @@ class RecipeContext:
     def drops(self) -> Drops:
         return self.build.drops if self.own_drops is None else self.own_drops
 
+    def ran_code_under(self, mode: str) -> None:
+        """This recipe's code ran in the sandbox under isolation `mode` (the build record's
+        sandbox_isolation; the card warns when it is none)."""
+        (self.build.isolation if self.own_isolation is None else self.own_isolation)[self.spec.name] = mode
+
     def rows(self, name: str) -> list:
         if name not in self.spec.sources:
             raise BuildError(f"the {self.spec.name} recipe reads source {name!r}, which its SubsetSpec does not "
@@ -107,9 +117,10 @@ class RecipeContext:
         return self.build.rows(name)
 
 
-def recipe_items(ctx: BuildContext, spec: SubsetSpec, own_drops: Drops | None = None) -> list[Item]:
+def recipe_items(ctx: BuildContext, spec: SubsetSpec, own_drops: Drops | None = None,
+                 own_isolation: dict | None = None) -> list[Item]:
     """The items of one subset's recipe (then, for generator=policy, of its policy step)."""
-    rctx = RecipeContext(ctx, spec, own_drops)
+    rctx = RecipeContext(ctx, spec, own_drops, own_isolation)
     items = spec.load_recipe()(rctx)
     stray = sorted({it.subset for it in items} - {spec.name})
     if stray:
@@ -144,8 +155,9 @@ def run_recipes(ctx: BuildContext, chosen: list[SubsetSpec],
         if while_waiting is not None and forks and not all(f.done() for f in forks.values()):
             _at_lowest_priority(while_waiting, dict(results), lambda: all(f.done() for f in forks.values()))
         for name, fork in forks.items():
-            (results[name], drops), ctx.timings[f"recipe:{name}"] = fork.result()
+            (results[name], drops, isolation), ctx.timings[f"recipe:{name}"] = fork.result()
             ctx.drops.update(drops)
+            ctx.isolation.update(isolation)
             log.info("%s: %d items", name, len(results[name]))
     finally:
         for fork in forks.values():
@@ -196,6 +208,6 @@ def warm_minhash(items: dict[str, list[Item]], d, memo: dict, finished: Callable
         minhash_signatures(todo[i:i + chunk], d.ngram, d.num_perm, workers=1, memo=memo)
 
 
-def _recipe_in_child(ctx: BuildContext, spec: SubsetSpec) -> tuple[list[Item], Drops]:
-    drops = Drops()
-    return recipe_items(ctx, spec, drops), drops
+def _recipe_in_child(ctx: BuildContext, spec: SubsetSpec) -> tuple[list[Item], Drops, dict]:
+    drops, isolation = Drops(), {}
+    return recipe_items(ctx, spec, drops, isolation), drops, isolation

@@ -241,6 +241,8 @@ def rebuild_hint(manifest: dict, out: str | os.PathLike) -> str:
     """How to remake the build at `out`, from how its manifest says it was made: a synthetic source
     tree is not ../shared/data/raw, and a hub build has no sources.root."""
     sources = ((manifest.get("config") or {}) if isinstance(manifest.get("config"), dict) else {}).get("sources")
+    if not (isinstance(sources, dict) and "root" in sources):  # since build-v2 the build record holds it
+        sources = _build_log_sources(out) or sources
     root = sources.get("root") if isinstance(sources, dict) else None
     if manifest.get("synthetic_sources"):
         where = f" at {root}" if root else ""
@@ -253,6 +255,16 @@ def rebuild_hint(manifest: dict, out: str | os.PathLike) -> str:
         return (f"rebuild it: python data_build/build.py {src}out={out} (with the settings in its manifest.json "
                 f"config)")
     return f"rebuild it ({BUILD_COMMAND.format(out=out)})"
+
+
+def _build_log_sources(out: str | os.PathLike) -> dict | None:
+    """The sources config keys (root, checksums) that build_log.json's build record holds, if any."""
+    try:
+        record = json.loads((Path(out) / "build_log.json").read_text(encoding="utf-8"))["build"]
+        sources = record["config"]["sources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return sources if isinstance(sources, dict) else None
 
 
 def _check_manifest_shape(manifest: object, mf: Path, fix: str) -> dict:

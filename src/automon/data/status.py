@@ -3,8 +3,8 @@
 A build at `cfg.out` is current when its manifest was written by this build version for this
 config (`config_identity` in automon.data.identity, the same dict the build records), every output
 file still has the sha256 the manifest lists, and every source still has the origin the manifest
-recorded (local files: their sha256). data_build/build.py names the status in its refusal to
-overwrite; pipeline.py asks `status` before running the build.
+recorded (local files: their sha256, wherever the sources directory now is). data_build/build.py
+names the status in its refusal to overwrite; pipeline.py asks `status` before running the build.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from automon.data.identity import BUILD_VERSION, config_identity
+from automon.data.identity import BUILD_VERSION, config_identity, source_identity
 from automon.data.io import sha256_file
 from automon.sources import SourceError, source_origin
 from automon.stage_status import Currency, Status, config_diff, diff_reason
@@ -51,9 +51,9 @@ def status(cfg: Any) -> Status:
     src = cfg.sources
     for name, recorded in (m.get("sources") or {}).items():
         try:
-            now = source_origin(name, src.root, src.revisions.get(name))
+            now = source_identity(source_origin(name, src.root, src.revisions.get(name)))
         except SourceError as e:
             return Status(Currency.STALE, str(e))
         if now != recorded:
-            return Status(Currency.STALE, f"source {name} changed since the build (files, root or revision)")
+            return Status(Currency.STALE, f"source {name} changed since the build (files, kind or revision)")
     return Status(Currency.CURRENT, f"manifest and its {len(files)} files match (sha256), same config and sources")

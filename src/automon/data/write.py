@@ -1,10 +1,16 @@
 """The build's files: train.jsonl and test.jsonl, then (while a forked process re-reads and
-re-checks them) the shortcut audit, manifest.json, the dataset card, audit.png and build_log.json."""
+re-checks them) the shortcut audit, manifest.json, the dataset card, audit.png and build_log.json.
+
+manifest.json is what the build is (its sha256 is the data hash); build_log.json is how this machine
+made it: timings and the build record (`build_record`), outside the data hash (automon.data.identity).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import platform
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,7 +22,7 @@ from automon.data.check import BuildError
 from automon.data.context import BuildContext
 from automon.data.disjoint import verify_build
 from automon.data.forked import Forked
-from automon.data.identity import BUILD_VERSION, config_identity
+from automon.data.identity import BUILD_VERSION, config_identity, machine_config, source_identity
 from automon.data.io import write_manifest_files, write_sample_files
 from automon.schema import Sample
 from automon.sources import source_origin
@@ -34,6 +40,7 @@ def write_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sa
     cfg, d = ctx.cfg, ctx.cfg.disjoint
     t_write = time.perf_counter()
     verifying = None
+    record = build_record(ctx, train + test)
     try:
         files = write_sample_files(tmp, train, test)
         if d.verify_after_write:
@@ -41,7 +48,7 @@ def write_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sa
             # and re-reads the files itself: it shares nothing else with the filter.
             verifying = Forked(verify_build, tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo,
                                name="post-write verification")
-        written = _write_manifest(ctx, tmp, train, test, files, sizes, report, bad, test_keys)
+        written = _write_manifest(ctx, tmp, train, test, files, sizes, report, bad, test_keys, record)
         if verifying is not None:
             final, ctx.timings["verify"] = verifying.result()
             if final.conflicts:
@@ -51,8 +58,8 @@ def write_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sa
         # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
         # build_log.json beside it (not covered by the manifest) and to the log.
         ctx.timings["total"] = time.perf_counter() - t_start
-        log_ = {"timings_s": {k: round(v, 3) for k, v in ctx.timings.items()}, "n_train": len(train),
-                "n_test": len(test)}
+        log_ = {"build": record, "timings_s": {k: round(v, 3) for k, v in ctx.timings.items()},
+                "n_train": len(train), "n_test": len(test)}
         if ctx.policy is not None:  # cached vs generated answers differ between runs: not in the manifest
             log_["policy_generation"] = {k: round(v, 3) for k, v in ctx.policy.stats.items()}
         (tmp / "build_log.json").write_text(json.dumps(log_, indent=2) + "\n")
@@ -65,8 +72,33 @@ def write_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sa
     return written
 
 
+def build_record(ctx: BuildContext, samples: list[Sample]) -> dict:
+    """How this machine made the build (build_log.json `build`): none of it is in manifest.json, so a
+    build made with another isolation mode, worker count, checkout, library versions or sources
+    directory has the same data hash when its samples are the same."""
+    cfg = ctx.cfg
+    # mode -> samples whose code ran under it: as the sample records it (wordings v1-v4 and policy
+    # answers keep it in meta.verification), else as its subset's recipe reported it
+    counts = Counter()
+    for s in samples:
+        v = s.meta.get("verification")
+        mode = (v.get("isolation") if isinstance(v, dict) else None) or ctx.isolation.get(s.subset)
+        if mode:
+            counts[mode] += 1
+    return {
+        "code_version": code_version(),
+        "libraries": library_versions(("datasketch", "numpy", "scikit-learn", "hydra-core", "omegaconf")),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "config": machine_config(cfg),  # automon.data.identity.MACHINE_KEYS
+        "sandbox_isolation": dict(sorted(ctx.isolation.items())),  # subset -> the mode its code ran under
+        "sandbox_isolation_samples": dict(sorted(counts.items())),  # mode -> samples (the card's warning)
+        "source_checksums_list": str(ctx.checksums.path) if ctx.checksums else None,
+    }
+
+
 def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample], files: dict[str, str],
-                    sizes: dict[str, int], report, bad: set[str], test_keys: set[str]) -> dict:
+                    sizes: dict[str, int], report, bad: set[str], test_keys: set[str], record: dict) -> dict:
     """The shortcut audit (which may stop the build), then manifest.json, the card and audit.png."""
     cfg, d = ctx.cfg, ctx.cfg.disjoint
     audit_result = None
@@ -80,15 +112,14 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
             log.warning("%s", msg)
     manifest = {
         "build_version": BUILD_VERSION,
-        "code_version": code_version(),
-        "libraries": library_versions(("datasketch", "numpy", "hydra-core", "omegaconf")),
         "seed": cfg.seed,
-        # out/overwrite say where, not what: leave them out so two identical builds hash the same.
+        # out/overwrite say where, not what, and the machine's keys how: leave them out so that two
+        # builds of the same samples hash the same (build_log.json records the machine's).
         "config": config_identity(cfg),
-        "sources": {name: source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name), ctx.digests)
+        "sources": {name: source_identity(source_origin(name, cfg.sources.root, cfg.sources.revisions.get(name),
+                                                        ctx.digests))
                     for name in sorted(ctx.sources_used)},
-        "source_checksums": {"list": str(ctx.checksums.path) if ctx.checksums else None,
-                             "on_mismatch": cfg.sources.on_checksum,
+        "source_checksums": {"on_mismatch": cfg.sources.on_checksum,
                              "differences": dict(sorted(ctx.differences.items()))},
         "malformed_rows_skipped": dict(sorted(ctx.malformed.items())),
         "dropped": dict(sorted(ctx.drops.items())),
@@ -102,10 +133,6 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
         },
         "test_pairs": sizes,
     }
-    isolation = Counter(s.meta["verification"]["isolation"] for s in train + test
-                        if isinstance(s.meta.get("verification"), dict) and "isolation" in s.meta["verification"])
-    if isolation:  # how the code that was run to label samples was isolated (docs/security.md)
-        manifest["sandbox_isolation"] = dict(sorted(isolation.items()))
     constructs = Counter(f"{s.split}/{s.subset}/{s.meta.get('family', 'extra')}/{s.label}/"
                          + ("tampering" if s.meta["constructs"]["tampering"] else
                             "test_keyed" if s.meta["constructs"]["test_keyed"] else "neither")
@@ -128,7 +155,8 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
         manifest["safety_annotations"] = ctx.timed(
             "safety report", manifest_entry, cfg.wordings.safety_annotations,
             {s: int(getattr(cfg.test, s)) for s in ctx.test_caps}, sizes, train, test, cfg.seed)
-    written = write_manifest_files(tmp, manifest, files, train + test, extra_files={"README.md": dataset_card})
+    written = write_manifest_files(tmp, manifest, files, train + test,
+                                   extra_files={"README.md": lambda m: dataset_card(m, record)})
     if audit_result is not None:
         plot_audit(audit_result, tmp / "audit.png")
     return written

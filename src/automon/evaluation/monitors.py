@@ -14,7 +14,8 @@ from typing import Any
 
 from automon.adapter_meta import ADAPTER_CONFIG_FILE, ADAPTER_META_FILE, AdapterMeta, check_adapter_files
 from automon.backends.vllm_engine import adapter_rank
-from automon.data.io import load_build
+from automon.data.identity import manifest_differences
+from automon.data.io import load_build, sha256_file
 from automon.evaluation.errors import AdapterMismatch, EvalError
 from automon.models.loading import resolve_model_path
 from automon.monitors import BASE, DEFINED_BY_BACKEND, JudgeMonitor, Monitor
@@ -126,11 +127,46 @@ def _base_monitor(cfg: Any) -> Monitor:
     return JudgeMonitor(name=BASE, row=BASE, prompt=cfg.prompt.name, threshold=cfg.threshold)
 
 
+def _training_manifest(m: Monitor, recorded: str) -> tuple[str, dict] | None:
+    """(directory, manifest) of the build adapter `m` was trained on, when its run's run.json (beside
+    the adapter, or in the run_dir automon_adapter.json names) points at a build that is still there
+    with the recorded data hash; else None."""
+    runs = [Path(m.adapter_dir).parent] if m.adapter_dir is not None else []
+    if m.meta is not None and isinstance(m.meta.extra.get("run_dir"), str):
+        runs.append(Path(m.meta.extra["run_dir"]))
+    for run in runs:
+        try:
+            mf = Path(json.loads((run / "run.json").read_text(encoding="utf-8"))["data_build"]) / "manifest.json"
+            if sha256_file(mf) == recorded:
+                return str(mf.parent), json.loads(mf.read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _what_differs(recorded: str, m: Monitor, build_dir: Any) -> str:
+    """Which manifest fields of the adapter's training build differ from the evaluated build's, or
+    why they cannot be named."""
+    trained = _training_manifest(m, recorded)
+    if trained is None:
+        return ("the build it was trained on is not at hand (its run.json's data_build) to name the manifest "
+                "fields that differ")
+    try:
+        now = load_build(build_dir).manifest
+    except OSError:
+        return f"trained on {trained[0]}"
+    return f"manifest fields that differ from {trained[0]}: {'; '.join(manifest_differences(trained[1], now))}"
+
+
 def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir: Any, allow: bool) -> list[str]:
     """Adapters trained on another data build than the one evaluated: its test samples may have been
-    in their training data. Refused (EvalError) unless `allow` (allow_other_build=true); then one
-    CONTAMINATED note per such adapter, for the report's opening. An adapter that records no build
-    (not written by train/sft.py) cannot be checked: a warning says so."""
+    in their training data. What is compared is the data hash, as automon_adapter.json records it
+    (`data_manifest_hash`): the sha256 of the build's manifest.json, which holds what the build is and
+    nothing of the machine that made it (automon.data.identity). Refused (EvalError) unless `allow`
+    (allow_other_build=true), naming the manifest fields that differ when the adapter's training build
+    is still where its run.json says; then one CONTAMINATED note per such adapter, for the report's
+    opening. An adapter that records no build (not written by train/sft.py) cannot be checked: a
+    warning says so."""
     other, notes = [], []
     for m in monitors:
         if m.meta is None or m.monitor_kind != "lora":
@@ -140,15 +176,17 @@ def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir:
             log.warning("adapter %s records no training data build: whether test samples of %s were in its "
                         "training data cannot be checked", m.name, build_dir)
         elif recorded != manifest_hash:
-            other.append(m)
+            other.append((m, recorded))
             notes.append(f"CONTAMINATED (other build): adapter {m.name} was trained on the data build with "
                          f"manifest sha256 {recorded[:12]}..., not on {build_dir} ({manifest_hash[:12]}...): test "
                          "samples here may have been in its training data (allow_other_build=true).")
     if other and not allow:
-        names = ", ".join(f"{m.name} ({m.meta.data_manifest_hash[:12]}...)" for m in other)  # type: ignore[union-attr]
+        names = ", ".join(f"{m.name} ({recorded[:12]}...; {_what_differs(recorded, m, build_dir)})"
+                          for m, recorded in other)
         raise EvalError(f"adapter(s) {names} were trained on another data build than data.dir={build_dir} "
-                        f"(manifest sha256 {manifest_hash[:12]}...): its test split may hold samples they were "
-                        "trained on", "data.dir",
+                        f"(manifest sha256 {manifest_hash[:12]}...): the data hash (automon_adapter.json's "
+                        "data_manifest_hash, the sha256 of the build's manifest.json) differs, so its test split "
+                        "may hold samples they were trained on", "data.dir",
                         "evaluate on the build they were trained on (run.json of the run names it), or pass "
                         "allow_other_build=true to evaluate anyway (the report is then marked CONTAMINATED)")
     return notes

@@ -4,6 +4,7 @@ verifies them all in one sandbox pool and keeps what verified (see the package d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from automon.config.sg_code import STRATEGIES, SgCodeConfig
 from automon.config.wordings import SG_CODE_TEMPLATES
@@ -40,7 +41,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
                   rh_selection_rows: list[dict], rh_selection_unhackable_rows: list[dict],
                   cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops,
                   templates: str = TEMPLATES_V1, isolation: str = "auto", minimal_pairs: bool = False,
-                  record_isolation: bool = True) -> list[Item]:
+                  record_isolation: bool = True, ran_under: Callable[[str], None] | None = None) -> list[Item]:
     """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
     solution and one of its gaming variants verify), plus training-only reward-hack extras.
 
@@ -51,6 +52,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
     minimal pair (strategies_v2.minimal_pair), trained on too; items without one are training-only.
     "v3" (wordings v5) builds construct pairs instead (recipe_v3.py). `record_isolation`
     (wordings.verification_in_samples): whether v3 samples record the isolation mode.
+    `ran_under(mode)` is told the mode the code ran under (the build record's, not the samples').
     Deterministic: the output depends only on the rows, cfg, incentives, seed and templates.
     """
     unknown = [s for s in cfg.strategies if s not in BUILDERS]
@@ -75,7 +77,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
 
     if templates == TEMPLATES_V3:
         return _construct_items(tasks, mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
-                                cfg, incentives, seed, drops, isolation, record_isolation)
+                                cfg, incentives, seed, drops, isolation, record_isolation, ran_under)
     with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
         verifier = Verifier(sb)
         picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
@@ -88,6 +90,8 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
                                   incentives, seed, verifier, drops)
         verifier.run()
         isolation = sb.isolation
+    if ran_under is not None:
+        ran_under(isolation)
     testable = None
     if minimal_pairs:  # test pairs only from a direction-balanced set of mutations (balanced_pairs)
         swaps = {p.task.key: swap(p.minimal[0].gaming.meta["wrong_impl"]) for p in plans
@@ -102,7 +106,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
 
 def _construct_items(tasks, mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
                      cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops, isolation: str,
-                     record_isolation: bool) -> list[Item]:
+                     record_isolation: bool, ran_under: Callable[[str], None] | None) -> list[Item]:
     """The v3 templates: construct pairs (recipe_v3.py) and the reward-hack extras."""
     with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
         verifier = Verifier(sb)
@@ -111,6 +115,8 @@ def _construct_items(tasks, mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_
                                   incentives, seed, verifier, drops)
         verifier.run()
         isolation = sb.isolation
+    if ran_under is not None:
+        ran_under(isolation)
     recorded = isolation if record_isolation else None
     return (recipe_v3.items(tasks, queued, incentives, seed, verifier, recorded, drops)
             + recipe_v3.checked_extras(extras.items(recorded), drops))
@@ -124,7 +130,8 @@ def sg_code_recipe(ctx) -> list[Item]:
     return sg_code_items(data("humaneval"), data("mbpp"), data("rh_code_problems_hardcoded"),
                          data("rh_code_selection"), data("rh_code_selection_unhackable"), plain(c.sg_code),
                          list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.sg_code_templates,
-                         c.sandbox.isolation, c.wordings.sg_code_minimal_pairs, c.wordings.verification_in_samples)
+                         c.sandbox.isolation, c.wordings.sg_code_minimal_pairs, c.wordings.verification_in_samples,
+                         ctx.ran_code_under)
 
 def _strategies(task: Task, strategies: list[str], cfg: SgCodeConfig, seed: int) -> list[str]:
     """The gaming strategies built for an item: `train_strategies_per_item` of them (at least one,
