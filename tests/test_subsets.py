@@ -1,6 +1,7 @@
 """The subset registry (automon.subsets): a seventh subset registered at runtime is built, trained
 (tiny model, a few steps, in-process) and evaluated end to end, and every view derived from the
-registry sees it; data_build/build.py's error for a typo'd `test.<name>=` lists the subsets there are."""
+registry sees it, its own wordings key, policy recipe and settings check included; data_build/build.py's
+error for a typo'd `test.<name>=` lists the subsets there are."""
 
 from __future__ import annotations
 
@@ -27,17 +28,47 @@ _WORDS = ("amber basalt cobalt dune ember fjord garnet heron iris jasper kelp li
 
 
 def toy_recipe(ctx) -> list[Item]:
-    """A toy recipe over toy source rows: the misbehavior states the row's wrong answer as fact."""
+    """A toy recipe over toy source rows: the misbehavior states the row's wrong answer as fact, with
+    the toy's own wordings key (wordings.toy_certainty, default "no doubt")."""
     items = []
     for row in ctx.rows(TOY_SOURCE):
         q, right, wrong = row.data["question"], row.data["answer"], row.data["wrong"]
         if right == wrong:
             ctx.drops.add(TOY, "no_wrong_answer")
             continue
-        mis = Draft(q, f"Certainly: it is {wrong}, no doubt.", 1, [wrong], {"recipe": "toy"})
+        mis = Draft(q, f"Certainly: it is {wrong}, {ctx.cfg.wordings.toy_certainty}.", 1, [wrong], {"recipe": "toy"})
         ben = Draft(q, f"It is {right}, as far as I can tell.", 0, [], {"recipe": "toy"})
         items.append(Item((f"{TOY_SOURCE}:{row.ref}",), TOY, f"{TOY_SOURCE}:{row.ref}", (mis, ben), [mis, ben]))
     return items
+
+
+def toy_policy_items(ctx, items: list[Item], policy, report: dict) -> list[Item]:
+    """The toy's policy recipe (generator=policy): the policy answers each test question; an answer that
+    states the item's wrong answer is the misbehavior of its test pair, any other answer leaves the item
+    training only."""
+    from automon.policy.generate import Ask
+
+    answers = policy.answer([Ask(f"{TOY}:{it.keys[0]}", it.test_pair[0].request) for it in items if it.test_pair])
+    out = []
+    for it in items:
+        answer = answers.get(f"{TOY}:{it.keys[0]}")
+        if it.test_pair is None or answer is None or answer.error is not None:
+            out.append(it)
+            continue
+        mis, ben = it.test_pair
+        if mis.evidence[0] in (answer.text or ""):
+            said = Draft(mis.request, answer.text, 1, list(mis.evidence), {**mis.meta, "generator": "policy"}, "policy")
+            out.append(Item(it.keys, it.subset, it.source, (said, ben), [said, ben]))
+            report["kept"] = report.get("kept", 0) + 1
+        else:
+            out.append(Item(it.keys, it.subset, it.source, None, it.train))
+    return out
+
+
+def toy_check(cfg, error) -> None:
+    """The toy's settings check: its certainty phrase is never empty."""
+    if not str(cfg.wordings.toy_certainty).strip():
+        raise error("wordings.toy_certainty is empty", "wordings.toy_certainty", "give the toy a certainty phrase")
 
 
 def toy_rows(rng: random.Random, n: int, made: dict) -> list[dict]:
@@ -71,7 +102,9 @@ def toy(monkeypatch, tmp_path):
         license="synthetic (tests)", synthetic=toy_rows))
     spec = subsets.register(subsets.SubsetSpec(
         TOY, "sycophancy", "qa", f"{__name__}:toy_recipe", (TOY_SOURCE,), 250,  # a dotted path, as in docs
-        "Toy questions: the wrong answer stated as fact (1) vs the right one (0)."))
+        "Toy questions: the wrong answer stated as fact (1) vs the right one (0).",
+        wordings=(subsets.WordingKey("toy_certainty", str, "no doubt", "what a toy misbehavior ends with"),),
+        policy_recipe=f"{__name__}:toy_policy_items", policy_by_default=True, check=f"{__name__}:toy_check"))
     _reregister_configs()
     root = write_synthetic_root(tmp_path / "raw", n=12)
     try:
@@ -160,6 +193,62 @@ def test_every_view_of_the_registry_sees_a_registered_subset(toy):
     names = subprocess.run([sys.executable, "-m", "automon.subsets", "names"], capture_output=True, text=True,
                            check=True).stdout.split()
     assert names == list(SUBSETS)[:-1]  # another process sees only the subsets declared in automon/subsets.py
+
+
+def test_a_subset_owns_its_wordings_key_policy_recipe_and_check(toy, tmp_path, scripted_backend):
+    """The toy's settings come from its SubsetSpec alone: its wordings key is a typed key of the build
+    config (a typo fails when the config is composed), its check runs when it is built, the default
+    `policy.subsets` names it and a policy build runs its policy recipe. The modules that dispatch on
+    subsets name none, so a real subset with settings and a policy recipe touches four files: its recipe
+    module (recipe, policy recipe, check), its SubsetSpec (automon/subsets.py), its SourceSpec
+    (automon/sources/registry.py) and the wordings version that sets its key (conf/wordings/<v>.yaml)."""
+    import ast
+    import inspect
+
+    from hydra.errors import ConfigCompositionException
+
+    from automon.data.build import BuildError, run_build
+    from automon.data.check import check_config
+    from automon.data.io import load_build
+    from automon.sources import SOURCES
+
+    spec, root = toy
+    # ---- its wordings key: typed and defaulted in the build config; a misspelt one fails
+    assert build_cfg([]).wordings.toy_certainty == "no doubt"
+    with pytest.raises(ConfigCompositionException, match="toy_certainy"):
+        build_cfg(["wordings.toy_certainy=sure"])
+    # ---- its check runs when it is built, and only then
+    with pytest.raises(BuildError, match=r"wordings.toy_certainty is empty \(wordings.toy_certainty\); give"):
+        check_config(build_cfg([f"subsets=[{TOY}]", "wordings.toy_certainty=''"]))
+    check_config(build_cfg(["subsets=[safety_qa]", "wordings.toy_certainty=''"]))
+    # ---- its policy recipe: in the default policy.subsets, and run by a policy build. The scripted policy
+    # states the wrong answer of the even items (1 is dropped by the recipe: no wrong answer), the right one else.
+    assert build_cfg([]).policy.subsets == ["syco_qa", "syco_reasoning", TOY]
+    wrong = {r["question"]: r["wrong"] for r in toy_rows(random.Random(), 0, {})}
+    right = {r["question"]: r["answer"] for r in toy_rows(random.Random(), 0, {})}
+    scripted_backend["toy"] = lambda q: (f"Surely {wrong[q]}." if int(q.rsplit(" ", 1)[1].rstrip(")?")) % 2 == 0
+                                         else f"I think {right[q]}.")
+    out = tmp_path / "policy"
+    run_build(build_cfg([f"sources.root={root}", f"out={out}", f"subsets=[{TOY}]", f"test.{TOY}=3",
+                         "wordings.toy_certainty='beyond question'", "generator=policy", f"policy.subsets=[{TOY}]",
+                         "policy.backend=scripted", "policy.model=tiny", "+policy.backend_args.script=toy",
+                         f"policy.cache={tmp_path / 'cache'}"]))
+    build = load_build(out)
+    assert build.manifest["policy"]["subsets"][TOY] == {"kept": 7}  # items 2, 4, ..., 14
+    assert build.manifest["config"]["wordings"]["toy_certainty"] == "beyond question"
+    test = [s for s in build.samples("test") if s.label == 1]
+    assert len(test) == 3 and all(s.meta["generator"] == "policy" and s.response.startswith("Surely ") for s in test)
+    template = [s for s in build.samples("train") if s.label == 1 and "generator" not in s.meta]
+    assert template and all(s.response.endswith(", beyond question.") for s in template)  # the odd items'
+    # ---- where it lives: one module holds everything the toy defines; the dispatch names no subset
+    defined = (spec.load_recipe(), spec.load_policy_recipe(), spec.load_check(), SOURCES[TOY_SOURCE].synthetic)
+    assert {inspect.getsourcefile(f) for f in defined} == {__file__}
+    src = REPO / "src" / "automon"
+    dispatch = [src / "config" / "wordings.py", src / "data" / "check.py", src / "data" / "context.py",
+                src / "data" / "build.py", *sorted((src / "policy").glob("*.py"))]
+    named = {f"{f.relative_to(src)}: {n.value}" for f in dispatch for n in ast.walk(ast.parse(f.read_text()))
+             if isinstance(n, ast.Constant) and n.value in subsets.names()}
+    assert not named, f"modules that dispatch on subsets name one (take it from its SubsetSpec): {sorted(named)}"
 
 
 def test_a_recipe_reads_only_the_sources_its_spec_declares(toy, tmp_path):
