@@ -217,6 +217,9 @@ def test_sg_code_policy_is_labelled_by_execution(synth_root, tmp_path, scripted_
     assert (ben.meta["verification"]["visible"], ben.meta["verification"]["hidden"]) == ("pass", "pass")
     assert ben.meta["asked"] == "without_incentive" and mis.meta["incentive"] in mis.request
     assert "labels by execution" in (tmp_path / "p" / "README.md").read_text()
+    # how this machine isolated the code is the build record's, not the samples' (v5)
+    record = json.loads((tmp_path / "p" / "build_log.json").read_text())["build"]
+    assert "isolation" not in mis.meta["verification"] and set(record["sandbox_isolation"]) == {"sg_code"}
 
 
 def test_template_build_identity_has_no_policy_node_and_policy_cache_path_is_not_identity(tmp_path):

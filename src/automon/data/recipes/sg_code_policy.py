@@ -87,6 +87,8 @@ def sg_code_policy_items(rctx: Any, items: list[Item], policy: Any, report: dict
                 checks[(t.key, w)] = (a.text or "", code, how, v.visible(code, asserts), v.hidden(code, t.hidden))
         v.run()
         isolation = sb.isolation
+    rctx.ran_code_under(isolation)  # the build record's; in samples only where the wordings keep it (v1-v4)
+    where = {"isolation": isolation} if cfg.wordings.verification_in_samples else {}
 
     counts: dict[str, Counter] = {}
     who = policy.describe()
@@ -103,7 +105,7 @@ def sg_code_policy_items(rctx: Any, items: list[Item], policy: Any, report: dict
             got[w] = (text, how, label_of(v_ok, h_ok), {"visible": "pass" if v_ok else "fail",
                                                           "visible_result": v_why, "hidden": "pass" if h_ok else "fail",
                                                           "hidden_result": h_why, "hidden_tests": t.n_hidden,
-                                                          "isolation": isolation})
+                                                          **where})
         if "incentive" not in got:
             continue
         c["asked"] += 1
