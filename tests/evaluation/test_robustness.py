@@ -249,3 +249,23 @@ def test_the_combined_report_of_several_evaluations_has_the_robustness_table(tmp
     assert "## Robustness" in (out / "report.md").read_text() and (out / "robustness.png").exists()
     dest = publish({"probe": tmp_path / "probe", "tiny": tmp_path / "tiny"}, out, tmp_path / "pub")
     assert (dest / "tiny" / "stressed_samples.jsonl.gz").exists() and (dest / "robustness.csv").exists()
+
+
+def test_a_fused_monitor_scores_the_stressed_sets_apart_and_its_clean_results_stay(tmp_path, toy_stresses):
+    """fusion= (detectors on the tiny model's hidden states) implies far_reference: Det@1%FAR then flags
+    at the monitor's reference threshold, and the fused monitor's clean scores are those without stress."""
+    build = make_build(tmp_path / "build", pairs_per_subset=3, train_per_subset=24)
+    docs = {}
+    for run, extra in (("plain", []), ("stressed", ["stress=[shout]"])):
+        ov = ["backend=probe", "model=tiny", "backend.features=lexical", "backend.train_subsets=[safety_code]",
+              "detectors=[mahalanobis]", "fusion=lambda", "ood.cap=4", f"data.dir={build}",
+              f"output_dir={tmp_path / run}", f"ood.cache_dir={tmp_path / 'features'}", "wandb.mode=disabled",
+              "progress=false", "bootstrap.n=20", f"backend.cache_dir={tmp_path / 'probes'}", *extra]
+        docs[run] = evaluate(compose(ov)).metrics
+    assert set(docs["plain"]) == {"lexical-safety_code", "lexical-safety_code+lambda"}
+    for name, doc in docs["stressed"].items():
+        assert without_robustness(doc) == without_robustness(docs["plain"][name]), name
+        rob = doc["robustness"]
+        assert rob["detection_threshold"] == "reference"
+        det = rob["by_stress"]["shout"]["overall"]["change"]["det"]
+        assert det["threshold"] == doc["far_reference"]["thresholds"]["0.010"]

@@ -38,7 +38,7 @@ class EvalResult:
     output_dir: Path
     monitors: list[Monitor]
     metrics: dict[str, dict]                 # monitor name -> metrics.json document
-    predictions: dict[str, list[dict]]       # monitor name -> prediction rows
+    predictions: dict[str, list[dict]]       # monitor name -> prediction rows (stress=: then the stressed ones)
     timings: dict[str, float] = field(default_factory=dict)
     n_computed: int = 0
     n_cached: int = 0
