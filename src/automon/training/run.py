@@ -171,6 +171,72 @@ def _claim(run_dir: Path, resolved: dict, subsets: list[str], label: str, build)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
 
 
+def _examples(c: SFTConfig, build, subsets: list[str], label: str, tok, max_len: int):
+    """The tokenised training examples of the run's subsets: (dataset, stats), logged with one example."""
+    from automon.training.data import ExampleBuilder, select_samples, supervised_text
+
+    samples = select_samples(build.samples("train"), subsets)
+    _refuse_missing_subsets(build, subsets, label, {s.subset for s in samples})
+    builder = ExampleBuilder(tok, c.prompt.name, c.model.enable_thinking, max_len)
+    dataset, stats, first = builder.build_dataset(samples)
+    summary = stats.summary()
+    log.info("%d training samples (%s); %d shortened to fit %d tokens; lengths mean %s p95 %s max %s",
+             stats.n, summary["by_subset"], stats.responses_shortened, max_len,
+             summary["length_mean"], summary["length_p95"], summary["length_max"])
+    log.info("example %s: prompt ends %r; supervised tokens %r", first.sample_id, first.prompt[-80:],
+             supervised_text(tok, first))
+    return dataset, stats
+
+
+def _summary(trainer, out, metrics_path: Path, run_info: dict) -> dict:
+    """train_metrics.json: steps, tokens, the loss curve and this segment's speed."""
+    metrics = rd.read_metrics(metrics_path)
+    return {
+        "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
+        "tokens_seen": int(trainer.state.num_input_tokens_seen),
+        "loss_first": metrics[0]["loss"] if metrics else None,
+        "loss_last": metrics[-1]["loss"] if metrics else None,
+        "loss_per_step": [[m["step"], m["loss"]] for m in metrics],
+        "train_runtime_s_last_segment": out.metrics.get("train_runtime"),
+        "tokens_per_s_last_segment": (round(out.metrics["train_tokens_per_second"], 1)
+                                      if "train_tokens_per_second" in out.metrics else None),
+        "max_seq_length": run_info["max_seq_length"], "data": run_info["data"], "trainer": run_info["trainer"],
+        "packing": run_info["packing"],
+    }
+
+
+def _write_adapter(c: SFTConfig, model, run_dir: Path, run_info: dict, summary: dict, build, subsets: list[str],
+                   label: str) -> Path:
+    """<run>/adapter, written whole into a temporary directory and moved into place: the LoRA weights,
+    automon_adapter.json (what an evaluation checks it against) and the model card."""
+    from automon.adapter_meta import AdapterMeta
+    from automon.training.card import model_card
+
+    _refuse_nonfinite_weights(model, run_dir)
+    versions, trainer_name, max_len = run_info["versions"], run_info["trainer"], run_info["max_seq_length"]
+    tmp = run_dir / ".adapter.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(str(tmp))
+    AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt=c.prompt.name,
+                enable_thinking=c.model.enable_thinking, subset=label, data_manifest_hash=build.manifest_hash,
+                lora_rank=c.train.lora.r, automon_version=versions.get("automon", ""),
+                code_version=run_info["code_version"], prompt_fit=FIT_VERSION,
+                extra={"subsets": subsets, "lora_alpha": c.train.lora.alpha,
+                       "lora_targets": list(c.train.lora.targets), "trainer": trainer_name,
+                       "max_seq_length": max_len, "steps": summary["steps"], "seed": c.train.seed,
+                       "packing": run_info["packing"], "run_dir": str(run_dir)}).write(tmp)
+    (tmp / "README.md").write_text(model_card(
+        cfg=c, run_name=run_dir.name, subsets=subsets, subset_label=label, base_path=run_info["base_model_path"],
+        trainer=trainer_name, manifest_hash=build.manifest_hash, build_path=str(build.path),
+        summary=summary, versions=versions, code_version=run_info["code_version"]))
+    adapter_dir = run_dir / "adapter"
+    if adapter_dir.exists():
+        shutil.rmtree(adapter_dir)
+    os.replace(tmp, adapter_dir)
+    return adapter_dir
+
+
 def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir: Path, build, prev,
            t0: float) -> int:
     from automon.training.trainers import get_trainer, resolve_trainer_name
@@ -180,11 +246,8 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     plugin = get_trainer(trainer_name)
     plugin.prepare()
 
-    from automon.adapter_meta import AdapterMeta
     from automon.models.loading import load_tokenizer, resolve_model_path
     from automon.training.callbacks import MetricsCallback, PreemptionCallback, PreemptionGuard
-    from automon.training.card import model_card
-    from automon.training.data import ExampleBuilder, select_samples, supervised_text
     from automon.training.sft_args import make_sft_args
     from automon.training.trainers import Throughput, cuda_available
     from automon.versions import code_version, library_versions
@@ -196,21 +259,10 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     log.info("run dir %s; subsets %s; model %s; prompt %s; trainer %s", run_dir, ",".join(subsets),
              c.model.name, c.prompt.name, trainer_name)
 
-    # ---- data -------------------------------------------------------------------------------
     tok = load_tokenizer(c.model)
     model_path = resolve_model_path(c.model)
     max_len = min(c.train.max_seq_length, c.model.max_position_embeddings)
-    samples = select_samples(build.samples("train"), subsets)
-    _refuse_missing_subsets(build, subsets, label, {s.subset for s in samples})
-    builder = ExampleBuilder(tok, c.prompt.name, c.model.enable_thinking, max_len)
-    dataset, stats, first = builder.build_dataset(samples)
-    del samples
-    data_summary = stats.summary()
-    log.info("%d training samples (%s); %d shortened to fit %d tokens; lengths mean %s p95 %s max %s",
-             stats.n, data_summary["by_subset"], stats.responses_shortened, max_len,
-             data_summary["length_mean"], data_summary["length_p95"], data_summary["length_max"])
-    log.info("example %s: prompt ends %r; supervised tokens %r", first.sample_id, first.prompt[-80:],
-             supervised_text(tok, first))
+    dataset, stats = _examples(c, build, subsets, label, tok, max_len)
 
     # ---- run record -------------------------------------------------------------------------
     on_cuda = cuda_available()
@@ -219,7 +271,7 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
         "subsets": subsets, "subset": label, "data_build": str(Path(build.path).resolve()),
         "data_manifest_hash": build.manifest_hash, "base_model_path": model_path,
         "code_version": code_version(), "versions": library_versions(),
-        "max_seq_length": max_len, "prompt_fit": FIT_VERSION, "data": data_summary,
+        "max_seq_length": max_len, "prompt_fit": FIT_VERSION, "data": stats.summary(),
         "segments": (prev or {}).get("segments", 0) + 1,
     }
     if prev and prev.get("trainer") not in (None, trainer_name):
@@ -257,41 +309,8 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
             return 128 + guard.signum
 
         # ---- adapter ----------------------------------------------------------------------------
-        metrics = rd.read_metrics(metrics_path)
-        summary = {
-            "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
-            "tokens_seen": int(trainer.state.num_input_tokens_seen),
-            "loss_first": metrics[0]["loss"] if metrics else None,
-            "loss_last": metrics[-1]["loss"] if metrics else None,
-            "loss_per_step": [[m["step"], m["loss"]] for m in metrics],
-            "train_runtime_s_last_segment": out.metrics.get("train_runtime"),
-            "tokens_per_s_last_segment": (round(out.metrics["train_tokens_per_second"], 1)
-                                          if "train_tokens_per_second" in out.metrics else None),
-            "max_seq_length": max_len, "data": data_summary, "trainer": trainer_name,
-            "packing": run_info["packing"],
-        }
-        versions = run_info["versions"]
-        _refuse_nonfinite_weights(trainer.model, run_dir)
-        tmp = run_dir / ".adapter.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        trainer.model.save_pretrained(str(tmp))
-        AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt=c.prompt.name,
-                    enable_thinking=c.model.enable_thinking, subset=label, data_manifest_hash=build.manifest_hash,
-                    lora_rank=c.train.lora.r, automon_version=versions.get("automon", ""),
-                    code_version=run_info["code_version"], prompt_fit=FIT_VERSION,
-                    extra={"subsets": subsets, "lora_alpha": c.train.lora.alpha,
-                           "lora_targets": list(c.train.lora.targets), "trainer": trainer_name,
-                           "max_seq_length": max_len, "steps": summary["steps"], "seed": c.train.seed,
-                           "packing": run_info["packing"], "run_dir": str(run_dir)}).write(tmp)
-        (tmp / "README.md").write_text(model_card(
-            cfg=c, run_name=run_dir.name, subsets=subsets, subset_label=label, base_path=model_path,
-            trainer=trainer_name, manifest_hash=build.manifest_hash, build_path=str(build.path),
-            summary=summary, versions=versions, code_version=run_info["code_version"]))
-        adapter_dir = run_dir / "adapter"
-        if adapter_dir.exists():
-            shutil.rmtree(adapter_dir)
-        os.replace(tmp, adapter_dir)
+        summary = _summary(trainer, out, metrics_path, run_info)
+        adapter_dir = _write_adapter(c, trainer.model, run_dir, run_info, summary, build, subsets, label)
         summary["wall_time_s_last_segment"] = round(time.perf_counter() - t0, 1)
         rd.write_json(run_dir / "train_metrics.json", summary)
         run_info.update(status="complete", adapter=str(adapter_dir), steps=summary["steps"])
