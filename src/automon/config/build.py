@@ -12,6 +12,8 @@ from automon.config.common import DEFAULT_BUILD_DIR
 from automon.config.help import register_help
 from automon.config.sg_code import SgCodeConfig
 from automon.config.wordings import WordingsConfig, same_schema, wordings_schema
+from automon.errors import UserError
+from automon.sandbox.isolation import candidates
 from automon.subsets import names as subset_names
 from automon.subsets import policy_subsets
 from automon.subsets import specs as subset_specs
@@ -52,8 +54,6 @@ class SandboxConfig:
     isolation: str = "auto"  # auto (bwrap, else unshare) | bwrap | unshare | none (no isolation: docs/security.md)
 
     def __post_init__(self):
-        from automon.errors import UserError
-        from automon.sandbox.isolation import candidates
         try:
             candidates(self.isolation)  # ValueError naming the valid modes
         except ValueError as e:  # the build's entry reports user errors, not ValueError, in one line

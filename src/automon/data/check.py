@@ -8,6 +8,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from automon.errors import UserError, at_least, one_of
+from automon.sandbox.isolation import MODES
 from automon.schema import SUBSETS
 from automon.sources import SOURCES
 from automon.sources.checksums import ON_MISMATCH, ChecksumList, default_list, load_list
@@ -32,8 +33,6 @@ def check_config(cfg) -> None:
         raise BuildError(f"the config has no test.<name> size for {unsized}: compose it after "
                          "automon.config.build.register() has run with those subsets registered")
     one_of("generator", cfg.generator, ("template", "policy"), BuildError)
-    from automon.sandbox.isolation import MODES
-
     one_of("sandbox.isolation", cfg.sandbox.isolation, ("auto", *MODES), BuildError)
     if cfg.generator == "policy":
         _check_policy(cfg)
