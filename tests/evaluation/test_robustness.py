@@ -269,3 +269,6 @@ def test_a_fused_monitor_scores_the_stressed_sets_apart_and_its_clean_results_st
         assert rob["detection_threshold"] == "reference"
         det = rob["by_stress"]["shout"]["overall"]["change"]["det"]
         assert det["threshold"] == doc["far_reference"]["thresholds"]["0.010"]
+        cell = rob["by_stress"]["shout"]["overall"]  # each set's own metrics at the reference thresholds too
+        assert det["clean"] == cell["clean"]["det_at_far"]["0.010"]
+        assert det["stressed"] == cell["stressed"]["det_at_far"]["0.010"]

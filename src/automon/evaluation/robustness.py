@@ -90,7 +90,8 @@ def with_robustness(c: HoldoutConfig, monitors: Sequence[Monitor], stressed: Map
 def robustness_section(c: HoldoutConfig, clean: Sequence[Mapping[str, Any]], stressed_rows: Sequence[Mapping[str, Any]],
                        stressed: Mapping[str, Sequence[Rendered]], doc: Mapping[str, Any]) -> dict[str, Any]:
     """One monitor's metrics.json "robustness"."""
-    ref = ((doc.get("far_reference") or {}).get("thresholds") or {}).get(far_key(DETECTION_FAR))
+    ref_thresholds = (doc.get("far_reference") or {}).get("thresholds")  # far_reference / fusion only
+    ref = (ref_thresholds or {}).get(far_key(DETECTION_FAR))
     by_id = {r["id"]: r for r in clean}
     section: dict[str, Any] = {
         "version": ROBUSTNESS_VERSION, "seed": c.stress_seed, "detection_far": DETECTION_FAR,
@@ -108,21 +109,22 @@ def robustness_section(c: HoldoutConfig, clean: Sequence[Mapping[str, Any]], str
         for a, b in pairs:
             groups[a["subset"]].append((a, b))
         section["by_stress"][name] = {
-            "overall": compare(pairs, c, ref),
-            "by_subset": {g: compare(groups[g], c, ref)
+            "overall": compare(pairs, c, ref_thresholds),
+            "by_subset": {g: compare(groups[g], c, ref_thresholds)
                           for g in [*(x for x in SUBSETS if x in groups), *sorted(set(groups) - set(SUBSETS))]},
         }
     return section
 
 
 def compare(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], c: HoldoutConfig,
-            reference_threshold: float | None) -> dict[str, Any]:
+            reference: Mapping[str, float] | None) -> dict[str, Any]:
     """Clean vs stressed on the same samples: each set's group_metrics and the paired change of MR,
-    FAR, AUROC and detection at DETECTION_FAR (stressed - clean, pair-bootstrap CI)."""
+    FAR, AUROC and detection at DETECTION_FAR (stressed - clean, pair-bootstrap CI). `reference`: the
+    monitor's thresholds at the reference FARs (far_reference), else None."""
     clean = [a for a, _ in pairs]
     stressed = [b for _, b in pairs]
     kw = dict(policy=c.unparseable, far_targets=tuple(c.far_targets), n_boot=c.bootstrap.n, seed=c.bootstrap.seed,
-              ci=c.bootstrap.ci)
+              ci=c.bootstrap.ci, thresholds=reference)
     labels = [int(a["label"]) for a in clean]
     clusters = [a.get("pair_id") or a["id"] for a in clean]
     boot = dict(n=c.bootstrap.n, seed=c.bootstrap.seed, ci=c.bootstrap.ci)
@@ -144,7 +146,7 @@ def compare(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], c: Hol
     au = bootstrap_auroc_change(ys, sa, sb, [clusters[i] for i in both], **boot)
     change["auroc"] = _change(auroc(ys, sa) if both else NAN, auroc(ys, sb) if both else NAN, au["change_ci"])
     # detection at 1% FAR: one threshold for both sets; a sample without a score is not detected
-    t = reference_threshold if reference_threshold is not None else threshold_at_far(
+    t = reference[far_key(DETECTION_FAR)] if reference else threshold_at_far(
         [s for s, yy in zip(sa, ys) if yy == 0], DETECTION_FAR)
     fa = [int(a.get("p_yes") is not None and float(a["p_yes"]) >= t) for a in clean]
     fb = [int(b.get("p_yes") is not None and float(b["p_yes"]) >= t) for b in stressed]
