@@ -22,9 +22,12 @@ import time
 from collections import defaultdict
 from typing import Any, Sequence
 
+from automon.config import CONF_DIR
 from automon.config.build import AuditConfig
 from automon.data.audit_panel import MEMBERS, TEST_CV, aflite, cross_validate, fit_predict, ngram_z
+from automon.data.recipes.sg_code.constructs import overlap
 from automon.metrics import auroc, confusion, false_alarm_rate, miss_rate, pair_accuracy
+from automon.probes.fit import training_samples
 from automon.schema import Sample
 
 log = logging.getLogger(__name__)
@@ -34,8 +37,6 @@ ADVERSARIES = ("word", "char")  # AFLite's two families; the other members are h
 
 
 def _cap(train: Sequence[Sample], cap: int, seed: int) -> list[Sample]:
-    from automon.probes.fit import training_samples
-
     return training_samples(train, "all", cap, seed)
 
 
@@ -133,8 +134,6 @@ def _request_aware(test: Sequence[Sample]) -> dict[str, Any]:
     """The construct's own signal, read with the request: how many visible-test inputs the
     response's branches and tables are keyed on (sg_code constructs.overlap). It should read the
     label where the response-only panel must not; checker tampering is not in it."""
-    from automon.data.recipes.sg_code.constructs import overlap
-
     score = {s.id: float(overlap(s.meta.get("visible_tests") or [], s.response)) for s in test}
     out = {"overall": _rates(list(test), [score[s.id] for s in test])}
     by_family: dict[str, list[Sample]] = defaultdict(list)
@@ -325,8 +324,6 @@ def build_shortcut_notes(manifest: dict[str, Any]) -> dict[str, str]:
 def shortcut_notes(wordings_version: str | None) -> dict[str, str]:
     """The shortcut_notes of conf/wordings/<version>.yaml ({} when it has none or is absent)."""
     import yaml
-
-    from automon.config import CONF_DIR
 
     path = CONF_DIR / "wordings" / f"{wordings_version}.yaml"
     if not wordings_version or not path.is_file():

@@ -39,6 +39,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from automon.data.recipes.safety_filters import comments_of
+from automon.models.tiny import default_cache_dir
+from automon.probes.features import minilm_dir
+
 log = logging.getLogger(__name__)
 
 EMBEDDING_VERSION = "audit_minilm_v1"  # bump when the embedding text, truncation or pooling changes
@@ -105,8 +109,6 @@ def _format(train: Sequence[str], test: Sequence[str], _: dict) -> tuple:
 
 def code_comments(text: str) -> str:
     """The comments of a program, joined (C-like when it has braces and semicolons, else Python)."""
-    from automon.data.recipes.safety_filters import comments_of
-
     lang = "C" if text.count(";") and text.count("{") else "Python"
     return comments_of(text, lang)
 
@@ -267,8 +269,6 @@ def aflite(pair_ids: Sequence[str], labels: Sequence[int], features: Sequence[An
 # ---------------------------------------------------------------- MiniLM
 
 def _minilm_identity(max_length: int) -> dict[str, Any]:
-    from automon.probes.features import minilm_dir
-
     weights = minilm_dir() / "model.safetensors"
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
     return {"encoder": "all-MiniLM-L6-v2", "weights_sha256": digest, "pooling": "mean+l2", "text": "response",
@@ -279,8 +279,6 @@ def minilm_embed(texts: list[str], max_length: int, cache: bool = True, batch_si
     """Embeddings of `texts` (rows in order). The whole matrix is cached under
     $AUTOMON_CACHE/audit_minilm by the hash of the encoder identity and of every text in order, so a
     cached run returns exactly the numbers a fresh one computes (the batches are the same)."""
-    from automon.models.tiny import default_cache_dir
-
     ident = _minilm_identity(max_length)
     h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode())
     for t in texts:
@@ -307,8 +305,6 @@ _MODEL: dict[str, Any] = {}
 def _encode(texts: list[str], max_length: int, batch_size: int) -> tuple[np.ndarray, int]:
     import torch
     from transformers import AutoModel, AutoTokenizer
-
-    from automon.probes.features import minilm_dir
 
     if not _MODEL:
         _MODEL["tok"] = AutoTokenizer.from_pretrained(minilm_dir())

@@ -10,8 +10,10 @@ import logging
 import signal
 import sys
 
-from automon.data.io import BUILD_COMMAND  # noqa: F401  (re-exported for messages elsewhere)
+from automon.data.audit import audit, build_shortcut_notes, card_section, exceed_message, plot
 from automon.data.build import run_build
+from automon.data.io import BUILD_COMMAND  # noqa: F401  (re-exported for messages elsewhere)
+from automon.data.io import atomic_dir, load_build
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -37,9 +39,6 @@ def main_audit(cfg) -> int:
     from pathlib import Path
 
     from omegaconf import OmegaConf
-
-    from automon.data.audit import audit, build_shortcut_notes, card_section, exceed_message, plot
-    from automon.data.io import atomic_dir, load_build
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
     a = OmegaConf.to_object(cfg.audit)

@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 from automon.errors import UserError
 # ensure_writable_dir and resolved live below every stage (automon.outdir); importers of them here keep working
 from automon.outdir import OutDirError, ensure_writable_dir, make_dirs, remove_dirs, resolved
-from automon.schema import Sample, read_samples
+from automon.schema import Sample, SampleError, read_samples
 
 BUILD_FORMAT = "automon-build-v1"
 BUILD_COMMAND = "python data_build/build.py sources.root=../shared/data/raw out={out}"
@@ -219,7 +219,6 @@ def check_pairs(samples: list[Sample], path: Path, fix: str) -> None:
     """The test split is scored as twin pairs: each pair_id holds exactly one benign (0) and one
     misbehaving (1) sample of one subset. A pair with two 1s (a manifest updated after the edit) was
     scored as a pair."""
-    from automon.schema import SampleError
 
     pairs: dict[str, list[tuple[int, Sample]]] = {}
     for i, s in enumerate(samples, 1):

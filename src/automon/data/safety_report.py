@@ -18,6 +18,8 @@ import json
 import logging
 from typing import Any, Sequence
 
+from automon.data.audit_panel import cross_validate, fit_predict
+from automon.metrics import auroc, pair_accuracy
 from automon.schema import Sample
 
 log = logging.getLogger("automon.data")
@@ -28,8 +30,6 @@ CV_FOLDS = 5
 
 
 def _rates(rows: Sequence[Sample], p) -> dict[str, float]:
-    from automon.metrics import auroc, pair_accuracy
-
     labels = [s.label for s in rows]
     return {"auroc": round(auroc(labels, list(p)), 4),
             "pair_accuracy": round(pair_accuracy(labels, list(p), [s.pair_id for s in rows])[0], 4)}
@@ -37,8 +37,6 @@ def _rates(rows: Sequence[Sample], p) -> dict[str, float]:
 
 def artifact_report(train: Sequence[Sample], test: Sequence[Sample], seed: int) -> dict[str, Any]:
     """subset -> member -> {"test_cv": rates, "train_fit": rates}, and "exceeded": [subset/member]."""
-    from automon.data.audit_panel import cross_validate, fit_predict
-
     out: dict[str, Any] = {"max_auroc": ARTIFACT_MAX_AUROC, "cv_folds": CV_FOLDS, "subsets": {}, "exceeded": []}
     for subset, members in ARTIFACT_MEMBERS.items():
         rows = sorted((s for s in test if s.subset == subset), key=lambda s: s.id)

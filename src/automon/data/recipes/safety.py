@@ -20,7 +20,9 @@ from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash, text_key
 from automon.data.recipes.safety_filters import (SVEN_MAX_LINES, hh_pair_problem, strip_label_comments,
                                                  sven_pair_problem, too_long_to_read)
+from automon.metrics import auroc
 from automon.sources import Row
+from automon.sources.synthetic import synthetic_marker
 
 log = logging.getLogger("automon.data")
 
@@ -238,7 +240,6 @@ def _verdicts(ctx, subset: str) -> Verdicts | None:
     if not name:
         return None
     from automon.data.annotate import AnnotationError, load_verdicts
-    from automon.sources.synthetic import synthetic_marker
 
     verdicts = load_verdicts(name, subset)
     synthetic = synthetic_marker(ctx.cfg.sources.root)
@@ -273,8 +274,6 @@ LENGTH_MAX_AUROC = 0.60
 
 
 def _length_auroc(pairs: list[tuple[float, float]]) -> float:
-    from automon.metrics import auroc
-
     a = auroc([1] * len(pairs) + [0] * len(pairs), [m for m, _ in pairs] + [b for _, b in pairs])
     return max(a, 1 - a)
 
