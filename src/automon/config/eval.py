@@ -8,11 +8,13 @@ from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from automon.config.help import register_help
-
+from automon.backends import BACKENDS, BackendConfig
+from automon.config.checks import DTYPES, common_problem, wandb_problem
 from automon.config.common import (ConfigError, DataConfig, ModelConfig, PromptConfig, WandbConfig,  # noqa: F401
                                    register_common)
-from automon.backends import BACKENDS, BackendConfig
+from automon.config.help import register_help
+from automon.ood import DETECTORS, FUSIONS, GAUSSIAN_FITS
+from automon.probes.features import POOLINGS
 from automon.prompts import PROMPT_NAMES, get_template
 from automon.schema import SUBSETS
 
@@ -139,15 +141,11 @@ class HoldoutConfig:
                            ("ood.seed", self.ood.seed), ("stress_seed", self.stress_seed)):
             if value < 0:
                 raise ConfigError(f"{key}={value} is out of range; use a seed >= 0")
-        from automon.config.checks import common_problem, wandb_problem
-
         problem = (common_problem(self) if self.backend.local_model else None) or wandb_problem(self.wandb)
         if problem:
             raise ConfigError(problem)
         if getattr(b, "max_new_tokens", 1) < 1:
             raise ConfigError(f"backend.max_new_tokens={b.max_new_tokens} is out of range; use a value >= 1")
-        from automon.config.checks import DTYPES
-
         if self.backend.local_model and self.model.dtype not in DTYPES:
             raise ConfigError(f"model.dtype={self.model.dtype!r} is not a valid value; use one of: {', '.join(DTYPES)}")
         if self.shots_max_chars < 1:
@@ -185,9 +183,6 @@ class HoldoutConfig:
         self._check_ood()
 
     def _check_ood(self) -> None:
-        from automon.ood import DETECTORS, FUSIONS, GAUSSIAN_FITS
-        from automon.probes.features import POOLINGS
-
         bad = [d for d in self.detectors if d not in DETECTORS]
         if bad or len(set(self.detectors)) != len(self.detectors):
             raise ConfigError(f"detectors={list(self.detectors)}: each once, from {', '.join(DETECTORS)}")
