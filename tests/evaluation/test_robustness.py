@@ -180,6 +180,11 @@ def test_a_stress_that_changes_nothing_changes_no_metric_and_its_ci_has_width_ze
             for key, ch in cell["change"].items():
                 if ch["clean"] == ch["clean"]:  # defined (AUROC needs both classes)
                     assert ch["change"] == 0.0 and ch["change_ci"] == [0.0, 0.0], (m.name, key)
+    from automon.report.wandb_log import eval_tables  # wandb mirrors robustness.csv's rows
+
+    cols, rows = eval_tables([m.describe() for m in res.monitors], res.metrics)["robustness"]
+    assert len(rows) == len(list(csv.DictReader(open(tmp_path / "o" / "robustness.csv")))) == 2 * (len(SUBSETS) + 1)
+    assert cols[:4] == ["row", "monitor", "stress", "test"]
 
 
 def test_the_change_ci_resamples_pairs_once_for_both_sets():

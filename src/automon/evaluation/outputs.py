@@ -84,7 +84,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     curves = {m.row: _curves(clean_rows(preds[m.name]), subsets) for m in monitors}
     points = {m.row: _points(docs[m.name], subsets) for m in monitors}
     has_scores = any(cv for per in curves.values() for cv in per.values())
-    images: dict[str, Path] = {}
+    images: dict[str, Path] = {"robustness": out_dir / markdown.ROBUSTNESS_FIGURE} if robust else {}
     written: list[Path] = []
 
     def monitor_files(d: Path, m: Monitor, figure: bool, extra: Sequence[str] = ()) -> list[str]:

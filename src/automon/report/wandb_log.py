@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from automon.metrics import to_jsonable
 from automon.report.columns import far_keys, metric_names, metric_values
-from automon.report.tables import groups_of, matrix_fields
+from automon.report.tables import groups_of, matrix_fields, robustness_rows
 
 log = logging.getLogger(__name__)
 Table = tuple[Sequence[str], Sequence[Sequence[Any]]]
@@ -16,8 +16,9 @@ Table = tuple[Sequence[str], Sequence[Sequence[Any]]]
 
 def eval_tables(monitors: Sequence[Mapping[str, Any]], docs: Mapping[str, Mapping[str, Any]],
                 matrix: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Table]:
-    """The wandb tables of an evaluation: `metrics` (one row per monitor and group) and, for a sweep,
-    `matrix` (matrix.csv's rows). `monitors` are Monitor.describe() dicts; `docs[name]` their metrics."""
+    """The wandb tables of an evaluation: `metrics` (one row per monitor and group), for a sweep
+    `matrix` (matrix.csv's rows), and with stress= `robustness` (robustness.csv's). `monitors` are
+    Monitor.describe() dicts; `docs[name]` their metrics."""
     fk = far_keys(docs[monitors[0]["name"]]["overall"])
     rows = [[m["name"], m["label"], by, g, *metric_values(v, fk)]
             for m in monitors for by, g, v in groups_of(docs[m["name"]])]
@@ -26,6 +27,10 @@ def eval_tables(monitors: Sequence[Mapping[str, Any]], docs: Mapping[str, Mappin
     if matrix:
         fields = matrix_fields(matrix)
         out["matrix"] = (fields, to_jsonable([[r[k] for k in fields] for r in matrix]))
+    robust = robustness_rows(monitors, docs)  # stress=: robustness.csv's rows
+    if robust:
+        fields = matrix_fields(robust)
+        out["robustness"] = (fields, to_jsonable([[r[k] for k in fields] for r in robust]))
     return out
 
 
