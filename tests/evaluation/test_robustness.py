@@ -277,3 +277,14 @@ def test_a_fused_monitor_scores_the_stressed_sets_apart_and_its_clean_results_st
         cell = rob["by_stress"]["shout"]["overall"]  # each set's own metrics at the reference thresholds too
         assert det["clean"] == cell["clean"]["det_at_far"]["0.010"]
         assert det["stressed"] == cell["stressed"]["det_at_far"]["0.010"]
+
+
+def test_an_evaluation_with_stress_is_stale_when_a_stress_changes_version(tmp_path, build, toy_stresses, monkeypatch):
+    from automon.evaluation.status import status
+
+    ov = probe(build, tmp_path / "o", "stress=[shout]")
+    evaluate(compose(ov))
+    assert status(compose(ov)).current
+    monkeypatch.setitem(STRESSES, "shout", replace(STRESSES["shout"], version=2))
+    st = status(compose(ov))
+    assert not st.current and "stresses" in st.reason

@@ -70,12 +70,19 @@ def output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
 
 def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) -> dict:
     """What an evaluation's outputs are computed from (JSON-shaped)."""
-    return json.loads(json.dumps({
+    ident = {
         "config": OmegaConf.to_container(OmegaConf.structured(c), resolve=True),
         "data_manifest_hash": manifest_hash,
         "monitors": {m.name: {"label": m.row, "adapter_hash": m.adapter_hash} for m in monitors},
         "metrics_version": METRICS_VERSION,
-    }))
+    }
+    if c.stress:  # only then, so an evaluation without stress keeps the identity it had
+        from automon.evaluation.robustness import ROBUSTNESS_VERSION, STRESSES  # imports the built-in stresses
+
+        # a stress whose version changed stressed other bytes: its outputs are not current
+        ident["stresses"] = {name: STRESSES[name].version for name in c.stress}
+        ident["robustness_version"] = ROBUSTNESS_VERSION
+    return json.loads(json.dumps(ident))
 
 
 def upgrade(ident: dict) -> dict:
