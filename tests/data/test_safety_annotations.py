@@ -14,6 +14,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from support import RAW, REPO, build_cfg, needs_raw
 import automon.data.annotate as annotate
+import automon.data.verdicts as verdicts
 from automon.data.annotate import (AnnotationError, SafetyExportConfig, SafetyImportConfig, pair_status, safety_export,
                                    safety_import)
 from automon.data.recipes.safety_filters import (comments_of, hh_pair_problem, strip_label_comments,
@@ -111,7 +112,7 @@ def synth_root(tmp_path_factory) -> Path:
 @pytest.fixture
 def ann_root(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "annotations"
-    monkeypatch.setattr(annotate, "ANNOTATIONS_ROOT", root)
+    monkeypatch.setattr(verdicts, "ANNOTATIONS_ROOT", root)
     return root
 
 
@@ -346,7 +347,7 @@ def test_artifact_members_read_no_words():
 def test_the_shipped_export_is_what_the_sources_give(tmp_path, monkeypatch):
     """annotations/safety_v1/export is reproducible from the real sources (the same candidates, items,
     orders and key), so the verdicts read by a v5 build refer to the texts it builds."""
-    monkeypatch.setattr(annotate, "ANNOTATIONS_ROOT", tmp_path)
+    monkeypatch.setattr(verdicts, "ANNOTATIONS_ROOT", tmp_path)
     shipped = REPO / "annotations/safety_v1/export"
     for r in range(1, annotate._exported_rounds(shipped) + 1):
         asked = annotate._export_info(shipped, r)["pairs_requested"]

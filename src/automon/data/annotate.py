@@ -36,16 +36,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
+from automon.data.build import _sample
+from automon.data.card import dataset_card
 from automon.data.io import load_build, write_build
+from automon.data.recipes.base import Drops
 from automon.data.recipes.common import short_hash
-from automon.errors import UserError, at_least
+from automon.data.recipes.safety import pair_digest, safety_code_items, safety_qa_items
+from automon.data.verdicts import AnnotationError, annotations_dir, verdicts_path
+from automon.errors import UserError, at_least, report
+from automon.sources import read_source
 from automon.sources.synthetic import synthetic_marker
 
 ANNOTATE_VERSION = "annotate-v1"
-
-
-class AnnotationError(UserError, ValueError):
-    """An export or import that cannot be done as asked; the message says what to fix."""
 
 
 @dataclass
@@ -144,8 +146,6 @@ def _read_labels(path: Path, expected: set[str]) -> dict[str, int]:
 
 
 def import_labels(cfg: ImportConfig) -> dict:
-    from automon.data.card import dataset_card
-
     if not cfg.build or not cfg.out:
         raise AnnotationError("build= and out= are both needed", None,
                               "pass build=<the exported build> labels=<dir> out=<new build dir>")
@@ -200,11 +200,10 @@ def import_labels(cfg: ImportConfig) -> dict:
 # the build could test (in the order the build picks test pairs), and writes each pair's two replies
 # as two blinded items per annotator; `safety-import` reads the annotators' files back, computes
 # Cohen's kappa and writes annotations/<name>/verdicts.json, which the recipes read
-# (`wordings.safety_annotations: <name>`, automon.data.recipes.safety.Verdicts).
+# (`wordings.safety_annotations: <name>`, automon.data.verdicts.Verdicts).
 
 SAFETY_VERSION = "safety-annotate-v1"
 SAFETY_SUBSETS = ("safety_qa", "safety_code")
-ANNOTATIONS_ROOT = Path(__file__).resolve().parents[3] / "annotations"
 _VERDICT_KEYS = ("item", "annotator", "misbehavior", "reason", "broken")
 
 
@@ -235,18 +234,10 @@ class SafetyImportConfig:
     annotators_are: str = ""
 
 
-def _annotations_dir(root: str, name: str) -> Path:
-    return (Path(root) if root else ANNOTATIONS_ROOT) / name
-
-
 def safety_candidates(cfg: SafetyExportConfig, earlier: set[str] = frozenset()):
     """(items by subset, pre-filter drops): the pre-filtered test-eligible pairs of each safety
     subset, in the order the build would pick test pairs with `cfg.seed`, no two sharing a key, and
     none that is (or shares a key with) a pair of `earlier` (sources exported in earlier rounds)."""
-    from automon.data.recipes.base import Drops
-    from automon.data.recipes.safety import safety_code_items, safety_qa_items
-    from automon.sources import read_source
-
     def rows(name):
         return list(read_source(name, cfg.sources_root))
 
@@ -283,15 +274,13 @@ def safety_export(cfg: SafetyExportConfig) -> dict:
     export.json (what was exported, the pre-filter's drops). A pair's two replies go to different
     files: one twin of every pair (chosen by a seeded coin, so either label) in the first half of the
     files, the other in the second half, each half in its own seeded order per annotator."""
-    from automon.data.build import _sample
-
     if len(set(cfg.annotators)) < 2:
         raise AnnotationError(f"annotators={cfg.annotators}: two distinct ids are needed", "annotators",
                               "name two or more annotators")
     bad = sorted(set(cfg.pairs) - set(SAFETY_SUBSETS))
     if bad:
         raise AnnotationError(f"pairs= names {bad}, not a safety subset", "pairs", f"use {list(SAFETY_SUBSETS)}")
-    base = _annotations_dir(cfg.root, cfg.name)
+    base = annotations_dir(cfg.root, cfg.name)
     out = base / "export"
     at_least("round", cfg.round, 1, AnnotationError)
     sfx = _round_suffix(cfg.round)
@@ -321,7 +310,7 @@ def safety_export(cfg: SafetyExportConfig) -> dict:
                 s = _sample(it, d, "test", pair_id(it))
                 iid = item_id(s.id)
                 key[iid] = {"sample_id": s.id, "subset": subset, "pair": it.source, "label": d.label,
-                            "digest": _digest(d)}
+                            "digest": pair_digest(d)}
                 twins.append({"item": iid, "subset": subset, "request": s.request, "response": s.response})
             pairs.append(twins)
         pairs_by_subset[subset] = pairs
@@ -398,12 +387,6 @@ def pair_id(item) -> str:
     return short_hash(item.source, item.subset, "pair", item.test_pair[0].variant, n=16)
 
 
-def _digest(d) -> str:
-    from automon.data.recipes.safety import pair_digest
-
-    return pair_digest(d)
-
-
 SAFETY_INSTRUCTIONS = """\
 # Instructions for the safety annotators
 
@@ -447,25 +430,6 @@ Still give `misbehavior` for a broken item (your best reading).
 
 Every item of every file once; no other lines.
 """
-
-
-def verdicts_path(name: str, root: str = "") -> Path:
-    return _annotations_dir(root, name) / "verdicts.json"
-
-
-def load_verdicts(name: str, subset: str, root: str = ""):
-    """The recipes' view of annotations/<name>/verdicts.json for one subset (recipes.safety.Verdicts)."""
-    from automon.data.recipes.safety import Verdicts
-
-    path = verdicts_path(name, root)
-    if not path.is_file():
-        raise AnnotationError(f"wordings.safety_annotations={name}, but {path} does not exist", str(path),
-                              f"import the annotators' files first (`python data_build/annotate.py safety-import "
-                              f"name={name}`), or build with a wordings version without safety_annotations")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    pairs = data["pairs"].get(subset, {})
-    return Verdicts({src: v["status"] for src, v in pairs.items()}, {src: v["digests"] for src, v in pairs.items()},
-                    data.get("synthetic_sources"))
 
 
 def _read_verdicts(folder: Path, annotator: str, expected: set[str], names=None) -> dict[str, dict]:
@@ -525,7 +489,7 @@ def safety_import(cfg: SafetyImportConfig) -> dict:
     """Read annotations/<name>/<annotator>/*.jsonl for every annotator of the export, compute Cohen's
     kappa per subset and each pair's status, and write annotations/<name>/verdicts.json (what the
     build reads; the annotators' files stay beside it as the record)."""
-    base = _annotations_dir(cfg.root, cfg.name)
+    base = annotations_dir(cfg.root, cfg.name)
     exp = base / "export"
     for f in ("export.json", "key.json"):
         if not (exp / f).is_file():
@@ -598,8 +562,6 @@ def main(argv: list[str]) -> int:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from automon.errors import report
-
     try:
         if not argv or argv[0] not in COMMANDS:
             raise AnnotationError(f"unknown command {argv[0] if argv else '(none)'!r}", None,
@@ -618,7 +580,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "export":
         print(f"wrote {result['annotators']} blinded files of {result['items']} items to {cfg.out}")
     elif argv[0] == "safety-export":
-        print(f"wrote {_annotations_dir(cfg.root, cfg.name) / 'export'}: " + ", ".join(
+        print(f"wrote {annotations_dir(cfg.root, cfg.name) / 'export'}: " + ", ".join(
             f"{s} {v['candidate_pairs']} candidate pairs" for s, v in result["subsets"].items())
             + f", for {', '.join(result['annotators'])}")
     elif argv[0] == "safety-import":

@@ -84,7 +84,7 @@ def run_build(cfg) -> dict:
                          "or leave it unset to read from the Hugging Face hub")
     ctx = BuildContext(cfg, checksums=checksum_list(cfg))
     if cfg.generator == "policy":
-        from automon.policy.run import Policy
+        from automon.policy.run import Policy  # the policy package (and its backends) only for generator=policy
 
         ctx.policy = Policy(cfg.policy)  # the model loads when the first subset asks it
     out = Path(cfg.out)

@@ -19,6 +19,7 @@ import logging
 from typing import Any, Sequence
 
 from automon.data.audit_panel import cross_validate, fit_predict
+from automon.data.verdicts import verdicts_path
 from automon.metrics import auroc, pair_accuracy
 from automon.schema import Sample
 
@@ -62,8 +63,6 @@ def artifact_report(train: Sequence[Sample], test: Sequence[Sample], seed: int) 
 
 def manifest_entry(name: str, requested: dict[str, int], shipped: dict[str, int], train: Sequence[Sample],
                    test: Sequence[Sample], seed: int) -> dict[str, Any]:
-    from automon.data.annotate import verdicts_path
-
     path = verdicts_path(name)
     raw = path.read_bytes()
     data = json.loads(raw)

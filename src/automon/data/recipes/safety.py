@@ -20,6 +20,7 @@ from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash, text_key
 from automon.data.recipes.safety_filters import (SVEN_MAX_LINES, hh_pair_problem, strip_label_comments,
                                                  sven_pair_problem, too_long_to_read)
+from automon.data.verdicts import AnnotationError, Verdicts, load_verdicts  # noqa: F401 (Verdicts: re-exported)
 from automon.metrics import auroc
 from automon.sources import Row
 from automon.sources.synthetic import synthetic_marker
@@ -84,20 +85,6 @@ def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = Fa
 def pair_digest(d: Draft) -> str:
     """What an annotator read of a sample: its request and response (a changed text is not annotated)."""
     return short_hash("annotated", d.request, d.response, n=16)
-
-
-@dataclass(frozen=True)
-class Verdicts:
-    """One annotation round's outcome per candidate pair (keyed by the item's source), read by the
-    recipes when `wordings.safety_annotations` names it (automon.data.annotate writes them):
-    "kept" pairs (both annotators: misbehavior twin yes, benign twin no, neither broken) may test;
-    "rejected" pairs (both annotators contradict a label, or one marks a twin broken) are dropped;
-    "disputed" pairs (the annotators disagree) and pairs never annotated train only. `digests` are
-    the pair_digest of (misbehavior, benign) as annotated: a pair whose text changed since is
-    treated as never annotated."""
-    status: dict  # source -> "kept" | "rejected" | "disputed"
-    digests: dict  # source -> [misbehavior digest, benign digest]
-    synthetic: str | None = None  # the synthetic source tree's marker when exported from one
 
 
 def _annotated(item: Item, verdicts: Verdicts | None, drops: Drops) -> Item | None:
@@ -239,8 +226,6 @@ def _verdicts(ctx, subset: str) -> Verdicts | None:
     name = ctx.cfg.wordings.safety_annotations
     if not name:
         return None
-    from automon.data.annotate import AnnotationError, load_verdicts
-
     verdicts = load_verdicts(name, subset)
     synthetic = synthetic_marker(ctx.cfg.sources.root)
     if verdicts.synthetic and not synthetic:
