@@ -236,12 +236,28 @@ def check_pairs(samples: list[Sample], path: Path, fix: str) -> None:
                               f"the file is not as data_build/build.py wrote it: {fix}")
 
 
-def rebuild_hint(manifest: dict, out: str | os.PathLike) -> str:
-    """How to remake the build at `out`, from how its manifest says it was made: a synthetic source
-    tree is not ../shared/data/raw, and a hub build has no sources.root."""
+def _sources(manifest: dict, out: str | os.PathLike) -> dict | None:
     sources = ((manifest.get("config") or {}) if isinstance(manifest.get("config"), dict) else {}).get("sources")
     if not (isinstance(sources, dict) and "root" in sources):  # since build-v2 the build record holds it
         sources = _build_log_sources(out) or sources
+    return sources if isinstance(sources, dict) else None
+
+
+def sources_root(out: str | os.PathLike) -> Path | None:
+    """The source directory the build at `out` was made from, where it still is (None: the hub, or a
+    directory that is gone or was relative to another working directory)."""
+    try:
+        manifest = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    root = (_sources(manifest, out) or {}).get("root") if isinstance(manifest, dict) else None
+    return Path(root) if root and Path(root).is_dir() else None
+
+
+def rebuild_hint(manifest: dict, out: str | os.PathLike) -> str:
+    """How to remake the build at `out`, from how its manifest says it was made: a synthetic source
+    tree is not ../shared/data/raw, and a hub build has no sources.root."""
+    sources = _sources(manifest, out)
     root = sources.get("root") if isinstance(sources, dict) else None
     if manifest.get("synthetic_sources"):
         where = f" at {root}" if root else ""

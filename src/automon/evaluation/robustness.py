@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable, Mapping, MutableMapping, Sequence
 
 from automon.config.eval import ConfigError, HoldoutConfig
@@ -57,6 +58,9 @@ def check_stress(c: HoldoutConfig) -> HoldoutConfig:
 def stressed_sets(c: HoldoutConfig, test: Sequence[Sample]) -> dict[str, list[Sample]]:
     """stress name -> the stressed copy of the test samples of the subsets it covers (prepare_inputs)."""
     check_stress(c)
+    for name in c.stress:
+        if STRESSES[name].prepare is not None:
+            STRESSES[name].prepare(Path(c.data.dir))
     return {name: stress(test, name, c.stress_seed) for name in c.stress}
 
 

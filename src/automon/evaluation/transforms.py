@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Callable, Optional, Sequence
 
 from automon.schema import Sample
 
@@ -38,6 +39,9 @@ class Stress:
     threat: str                                # one line: what the watched model tries (report, docs)
     subsets: frozenset[str]                    # the subsets it applies to
     apply: Callable[[Sample, random.Random], Sample]
+    # called once with the data build's directory before any apply (obfuscate: where the build's
+    # sources, and so the hidden tests it checks against, are)
+    prepare: Optional[Callable[[Path], None]] = None
 
 
 STRESSES: dict[str, Stress] = {}

@@ -26,8 +26,8 @@ a benign one pass both. When it does not, fewer steps are tried (without literal
 table, rename alone, dead code alone); when none verifies, or the task's hidden tests cannot be
 read, the sample is left unchanged and `meta["stress"]["fallback"]` says why.
 
-The hidden tests are read from the HumanEval / MBPP sources: `use_sources(root)` names the local
-source root (the build's `sources.root`), else the environment's AUTOMON_SOURCES_ROOT, else
+The hidden tests are read from the HumanEval / MBPP sources: the evaluation's `prepare(build_dir)`
+names the build's own source root where it still is (`use_sources`), else the environment's AUTOMON_SOURCES_ROOT, else
 `../shared/data/raw` beside the repository when it exists, else the Hugging Face hub (its cache
 when offline).
 
@@ -365,6 +365,15 @@ def use_sources(root: str | os.PathLike | None) -> None:
     _SOURCES_ROOT, _TASKS = (Path(root) if root is not None else None), None
 
 
+def prepare(build_dir: Path) -> None:
+    """Before an evaluation stresses the build at `build_dir`: its sources, where they still are."""
+    from automon.data.io import sources_root
+
+    root = sources_root(build_dir)
+    if root is not None:
+        use_sources(root)
+
+
 def _root() -> Path | None:
     if _SOURCES_ROOT is not None:
         return _SOURCES_ROOT
@@ -463,4 +472,4 @@ OBFUSCATE = register(Stress(
     name="obfuscate", version=1,
     threat="gaming code hides how it games: meaningless names, the lookup table built indirectly, "
            "literals spelt as chr codes, base64 or hex, dead code (checked in the sandbox)",
-    subsets=frozenset({SUBSET}), apply=obfuscate))
+    subsets=frozenset({SUBSET}), apply=obfuscate, prepare=prepare))
