@@ -74,6 +74,34 @@ def test_a_stress_that_covers_none_of_the_subsets_scored_is_refused(monkeypatch,
         as_config(compose(["backend=hf", "model=tiny", "stress=[codeonly]", "data.subsets=[safety_qa]"]))
 
 
+def test_a_stress_prepares_once_for_the_build_and_obfuscate_finds_the_builds_sources(monkeypatch, tmp_path):
+    """Stress.prepare gets the evaluated build's directory before any sample is stressed; the build's
+    sources root (manifest config, or the build record since build-v2) is found where it still is."""
+    import automon.evaluation.stresses.obfuscate as obf
+    from automon.data.io import sources_root
+    from automon.evaluation.robustness import stressed_sets
+
+    build = make_build(tmp_path / "b", pairs_per_subset=1)
+    seen = []
+    monkeypatch.setitem(STRESSES, "noted", Stress("noted", 1, "t", frozenset(SUBSETS), lambda s, rng: s,
+                                                  prepare=seen.append))
+    c = as_config(compose(["backend=hf", "model=tiny", f"data.dir={build}", "stress=[noted]"]))
+    out = stressed_sets(c, [])
+    assert seen == [Path(str(build))] and out == {"noted": []}
+    # where the sources were: a directory that still exists, from the manifest or the build record
+    assert sources_root(build) is None  # tests/support's builds have no sources.root
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (build / "build_log.json").write_text(json.dumps({"build": {"config": {"sources": {"root": str(raw)}}}}))
+    assert sources_root(build) == raw
+    (build / "build_log.json").write_text(json.dumps({"build": {"config": {"sources": {"root": str(tmp_path / "gone")}}}}))
+    assert sources_root(build) is None
+    monkeypatch.setattr(obf, "_SOURCES_ROOT", None)
+    (build / "build_log.json").write_text(json.dumps({"build": {"config": {"sources": {"root": str(raw)}}}}))
+    obf.prepare(build)
+    assert obf._root() == raw
+
+
 def test_the_command_line_and_the_pipeline_refuse_an_unknown_stress_before_anything_runs(tmp_path, build):
     from support import run_holdout
 
