@@ -196,3 +196,17 @@ def test_a_run_records_how_it_batched(small_build, tmp_path):
             assert info["packing"] is None and "batch 4 x grad accum 2" in card
         assert json.loads((run / "train_metrics.json").read_text())["packing"] == info["packing"]
         assert meta.extra["packing"] == info["packing"]
+
+
+def test_a_pack_whose_logits_fill_a_cpu_machine_is_warned_about(caplog):
+    """On CPU the default budget (32k tokens) with Qwen3's vocabulary needs ~37 GiB for the logits and
+    their gradient: said before the first step; a 1k pack is not worth a word."""
+    import logging
+
+    from automon.training.trainers import _warn_cpu_logits
+
+    with caplog.at_level(logging.WARNING, logger="automon.training"):
+        _warn_cpu_logits(1024, 151669)
+        assert not caplog.records
+        _warn_cpu_logits(32768, 151669)
+    assert "about 37 GiB" in caplog.text and "train.tokens_per_step" in caplog.text

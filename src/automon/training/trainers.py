@@ -207,7 +207,19 @@ def packed_or_not(cfg, tokenizer, dataset, max_seq_length: int, seq_lengths_kwar
     log.info("packed %d examples into %d micro-batches of <= %d tokens (%.1f examples each, %.1f%% of the budget "
              "filled, %d examples over it trained alone) in %.1f s", stats.examples, stats.packs, budget,
              summary["examples_per_pack"], 100 * stats.fill, stats.over_budget, time.perf_counter() - t0)
+    if not cuda_available():
+        _warn_cpu_logits(stats.longest_pack, len(tokenizer))
     return packs, PackCollator(with_seq_lengths=seq_lengths_kwarg), summary
+
+
+def _warn_cpu_logits(tokens: int, vocab: int) -> None:
+    """On CPU the loss holds the fp32 logits of the whole pack, and their gradient: with Qwen3's 151k
+    vocabulary a 32k-token pack (the default budget) is about 37 GiB. Said before the first step."""
+    gib = 2 * tokens * vocab * 4 / 2**30
+    if gib >= 4:
+        log.warning("on CPU the longest pack (%d tokens x %d vocabulary) holds about %.0f GiB of fp32 logits and "
+                    "their gradient; if memory runs out, lower train.tokens_per_step (e.g. 2048) or set "
+                    "train.packing=false", tokens, vocab, gib)
 
 
 # --------------------------------------------------------------------------------------------------
