@@ -110,6 +110,27 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     for m in monitors:
         monitor_files(out_dir / "monitors" / m.name, m, figure=False)
     described = [m.describe() for m in monitors]
+    rows, mmd, fused, pareto = _matrix_files(out_dir, monitors, described, docs, subsets, images)
+    files = ["matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "metrics.json", "report.md", *robust]
+    if has_scores:
+        plots.curves_plot(curves, points, out_dir / "curves.png")
+        images["curves"] = out_dir / "curves.png"
+        files.insert(4, "curves.png")
+    files.append("monitors/<name>/{predictions.jsonl, metrics.json, report.md}")
+    head, top = _sweep_document(c, monitors, preds, docs, rows, pareto, fused)
+    write_json(out_dir / "metrics.json", top)
+    report = markdown.sweep_report(head, mmd, described, docs, pareto, files)
+    (out_dir / "report.md").write_text(report, encoding="utf-8")
+    _mirror(c, final, monitors, docs, rows, images)
+    return [out_dir / f for f in files if "<" not in f]
+
+
+def _matrix_files(out_dir: Path, monitors: Sequence[Monitor], described: list, docs: Mapping[str, dict],
+                  subsets: list[str], images: dict[str, Path]):
+    """matrix.csv, matrix.md (with MOOD's fusion gain), heatmap.png and pareto.png of a sweep:
+    (matrix rows, matrix markdown, fused monitors, pareto points)."""
+    from automon.report import plots
+
     rows = tables.matrix_rows(described, docs, subsets)
     tables.write_matrix_csv(rows, out_dir / "matrix.csv")
     mmd = tables.matrix_md(rows)
@@ -124,20 +145,21 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     pareto = plots.pareto_plot([(m.row, docs[m.name]["overall"]["mr"], docs[m.name]["overall"]["far"])
                                 for m in monitors], out_dir / "pareto.png")
     images["pareto"] = out_dir / "pareto.png"
-    files = ["matrix.csv", "matrix.md", "heatmap.png", "pareto.png", "metrics.json", "report.md", *robust]
-    if has_scores:
-        plots.curves_plot(curves, points, out_dir / "curves.png")
-        images["curves"] = out_dir / "curves.png"
-        files.insert(4, "curves.png")
-    files.append("monitors/<name>/{predictions.jsonl, metrics.json, report.md}")
+    return rows, mmd, fused, pareto
+
+
+def _sweep_document(c: Any, monitors: Sequence[Monitor], preds: Mapping[str, list], docs: Mapping[str, dict],
+                    rows: list, pareto: Any, fused: list) -> tuple[dict, dict]:
+    """(the sweep's shared header, its metrics.json): the header of the first monitor's document with
+    every monitor's caveats and the requests of all, then each monitor's metrics, the matrix and pareto."""
+    from automon.evaluation.completeness import request_summary, requests_complete
+
     head = {k: v for k, v in docs[monitors[0].name].items()
             if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title", "robustness")}
     # every monitor's caveats (an adapter of another build is CONTAMINATED), each once, in order
     head["caveats"] = list(dict.fromkeys(n for m in monitors for n in docs[m.name].get("caveats") or []))
     head["title"] = (f"Held-out transfer matrix: {c.sweep_dir or c.backend.model_label(c.model)} "
                      f"({len(monitors)} monitors)")
-    from automon.evaluation.completeness import request_summary, requests_complete
-
     head["requests"] = request_summary([r for m in monitors for r in clean_rows(preds[m.name])], c.max_failed_share)
     head["requests"]["complete"] = all(requests_complete(docs[m.name]) for m in monitors)
     groups = ("overall", "by_subset", "by_category", "by_task")
@@ -149,11 +171,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
     if fused:
         top["fusion_gain"] = {label: {"judge": judge, "lambda": info["lambda"], "by_subset": info["gain_over_judge"]}
                               for label, judge, info in fused}
-    write_json(out_dir / "metrics.json", top)
-    report = markdown.sweep_report(head, mmd, described, docs, pareto, files)
-    (out_dir / "report.md").write_text(report, encoding="utf-8")
-    _mirror(c, final, monitors, docs, rows, images)
-    return [out_dir / f for f in files if "<" not in f]
+    return head, top
 
 
 def _mirror(c: Any, out_dir: Path, monitors: Sequence[Monitor], docs: Mapping[str, dict],
