@@ -130,7 +130,7 @@ def recipe_items(ctx: BuildContext, spec: SubsetSpec, own_drops: Drops | None = 
         # generator=policy: the template items' test pairs are rewritten by the policy model, through
         # the subset's policy recipe (check_config refused a policy subset without one).
         report = ctx.policy_report.setdefault(spec.name, {})
-        items = ctx.timed(f"policy:{spec.name}", policy_recipe(spec.name), rctx, items, ctx.policy, report)
+        items = ctx.timed(f"policy:{spec.name}", spec.load_policy_recipe(), rctx, items, ctx.policy, report)
     return items
 
 
