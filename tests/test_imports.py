@@ -15,7 +15,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "automon"
 
 # The packages whose function-local imports of automon's own modules each say why (a heavy optional
 # dependency: torch, vllm, matplotlib, ...), on the import's line or the line above.
-EXPLAINED = ("monitors", "backends", "ood", "probes", "report", "policy", "outdir", "subsets", "config")
+EXPLAINED = ("monitors", "backends", "ood", "probes", "report", "policy", "outdir", "subsets", "config", "evaluation",
+             "pipeline")
 
 
 def _package(module: str) -> str:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from automon.evaluation.completeness import request_summary, requests_complete
 from automon.evaluation.monitors import Monitor
 from automon.metrics import curve_for, to_jsonable
 from automon.report import markdown, tables
@@ -44,7 +45,7 @@ def write_robustness(out_dir: Path, monitors: Sequence[Monitor], docs: Mapping[s
     written ([] without stress)."""
     if not stressed_samples:
         return []
-    from automon.report import plots
+    from automon.report import plots  # matplotlib: only when there are figures to draw
 
     out_dir.mkdir(parents=True, exist_ok=True)
     _atomic_write(out_dir / "stressed_samples.jsonl", "".join(s.to_json() + "\n" for s in stressed_samples))
@@ -75,7 +76,7 @@ def write_outputs(c: Any, out_dir: Path, monitors: Sequence[Monitor], preds: Map
                   stressed_samples: Sequence[Sample] = ()) -> list[Path]:
     """The output files of `out_dir`, written under `write_to` (a staging dir, automon.evaluation.publish)
     when given; the paths returned are under it too. wandb mirrors under the name of `out_dir`."""
-    from automon.report import plots
+    from automon.report import plots  # matplotlib: only when there are figures to draw
 
     final, out_dir = out_dir, write_to or out_dir
 
@@ -129,7 +130,7 @@ def _matrix_files(out_dir: Path, monitors: Sequence[Monitor], described: list, d
                   subsets: list[str], images: dict[str, Path]):
     """matrix.csv, matrix.md (with MOOD's fusion gain), heatmap.png and pareto.png of a sweep:
     (matrix rows, matrix markdown, fused monitors, pareto points)."""
-    from automon.report import plots
+    from automon.report import plots  # matplotlib: only when there are figures to draw
 
     rows = tables.matrix_rows(described, docs, subsets)
     tables.write_matrix_csv(rows, out_dir / "matrix.csv")
@@ -152,8 +153,6 @@ def _sweep_document(c: Any, monitors: Sequence[Monitor], preds: Mapping[str, lis
                     rows: list, pareto: Any, fused: list) -> tuple[dict, dict]:
     """(the sweep's shared header, its metrics.json): the header of the first monitor's document with
     every monitor's caveats and the requests of all, then each monitor's metrics, the matrix and pareto."""
-    from automon.evaluation.completeness import request_summary, requests_complete
-
     head = {k: v for k, v in docs[monitors[0].name].items()
             if k not in ("monitor", "overall", "by_subset", "by_category", "by_task", "cache", "title", "robustness")}
     # every monitor's caveats (an adapter of another build is CONTAMINATED), each once, in order
@@ -180,7 +179,7 @@ def _mirror(c: Any, out_dir: Path, monitors: Sequence[Monitor], docs: Mapping[st
         return
     from omegaconf import OmegaConf
 
-    from automon.report.wandb_log import eval_summary, eval_tables, mirror
+    from automon.report.wandb_log import eval_summary, eval_tables, mirror  # wandb: only when mirroring
 
     described = [m.describe() for m in monitors]
     mirror(c.wandb, out_dir, out_dir.name, OmegaConf.to_container(OmegaConf.structured(c)),

@@ -28,6 +28,7 @@ from automon.data.io import _lock, lock_leftover, resolved
 from automon.errors import disk_full
 from automon.evaluation.errors import EvalError
 from automon.evaluation.identity import IDENTITY_FILE, IDENTITY_FORMAT
+from automon.training.rundir import is_run_dir
 
 METRICS_FILE = "metrics.json"
 # What may sit in an output_dir before its first output set is published: the prediction cache
@@ -61,8 +62,6 @@ def refuse_foreign_output(out_dir: Path, build_dir: Path) -> None:
     """EvalError unless `out_dir` is empty, missing, or an evaluation's own: the data build (or a dir in or
     around it), a training run's directory and a folder of other files are refused before anything is
     written, since publishing would replace its config.yaml, metrics.json and report.md."""
-    from automon.training.rundir import is_run_dir
-
     out, b = resolved(out_dir, "output_dir"), build_dir.resolve()
     fix = "choose another output_dir= (or leave it unset: evals/<model>__<monitor>__<prompt>__shots<k>)"
     if out == b or b in out.parents or out in b.parents:

@@ -14,6 +14,8 @@ from typing import Iterator, Sequence
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from automon.config import build, eval, probe, train
+
 
 class CompositionError(ValueError):
     """A stage rejects the overrides the pipeline derived for it; the message is Hydra's or the stage's."""
@@ -21,8 +23,6 @@ class CompositionError(ValueError):
 
 def register_stage_schemas() -> None:
     """The stages' structured configs, as their entry points register them at import."""
-    from automon.config import build, eval, probe, train
-
     build.register()
     train.register()
     eval.register()

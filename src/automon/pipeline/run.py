@@ -9,9 +9,12 @@ and logged under <state_dir>/logs/).
 
 from __future__ import annotations
 
+import filecmp
 import json
 import shlex
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,11 +23,14 @@ from typing import Any
 
 from automon.config.pipeline import STAGES, PipelineConfig
 import automon.pipeline.proc as proc
+from automon.evaluation.errors import EvalError
+from automon.evaluation.monitors import sweep_adapters
 from automon.pipeline.compose import hydra_for
 from automon.pipeline.stages import (PipelineError, StageRun, build_overrides, compose_stage, cpu_threads,
                                      entry_dirname, eval_overrides, probe_overrides, train_multirun_cmd,
                                      train_overrides)
 from automon.pipeline.state import STATE_FILE, State
+from automon.sources.synthetic import write_synthetic_root
 from automon.stage_status import Currency, Status
 
 
@@ -274,9 +280,6 @@ class Pipeline:
                                         f"and {c.train.runs_dir}/.submitit/")
 
     def _note_other_runs(self) -> None:
-        from automon.evaluation.errors import EvalError
-        from automon.evaluation.monitors import sweep_adapters
-
         try:
             found = {name for name, _ in sweep_adapters(Path(self.c.train.runs_dir))}
         except EvalError:
@@ -328,7 +331,7 @@ class Pipeline:
             if len(self.eval_runs) > 1:
                 self.timings[key] = time.perf_counter() - t1
         if c.eval.also and not c.dry_run:
-            from automon.report.combined import combine, publish
+            from automon.report.combined import combine, publish  # matplotlib: only when a combined report is made
 
             outs = {key.removeprefix("eval").strip() or c.monitor.prompt: Path(r.cfg.output_dir)
                     for key, r in self.eval_runs.items()}
@@ -376,12 +379,6 @@ class Pipeline:
 def _write_synthetic(dest: Path, n: int, seed: int) -> None:
     """automon's synthetic source tree at `dest`, touching only files whose bytes differ (it is
     deterministic, so on a second run nothing is written and the build stays current)."""
-    import filecmp
-    import shutil
-    import tempfile
-
-    from automon.sources.synthetic import write_synthetic_root
-
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".synthetic-", dir=dest.parent) as tmp:
         write_synthetic_root(tmp, n=n, seed=seed)

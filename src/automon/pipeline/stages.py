@@ -23,8 +23,19 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from automon.config.pipeline import PipelineConfig
+from automon.data.build import BuildError
+from automon.data.status import status as data_status
+from automon.evaluation import USER_ERRORS as EVAL_ERRORS
+from automon.evaluation.identity import as_config as eval_config
+from automon.evaluation.status import status as eval_status
 from automon.pipeline.compose import CompositionError, compose
+from automon.sources import SourceError
 from automon.stage_status import Status
+from automon.training import USER_ERRORS as TRAIN_ERRORS
+from automon.training.cli import preflight
+from automon.training.identity import validate as validate_train
+from automon.training.probe import status as probe_status
+from automon.training.status import status as train_status
 
 
 class PipelineError(RuntimeError):
@@ -36,71 +47,24 @@ class StageSpec:
     script: str                                 # entry point, relative to the repository
     config_name: str                            # its primary config in conf/
     status: Callable[[DictConfig], Status]      # the stage's own currency check
-    user_errors: Callable[[], tuple]            # exceptions that are the user's to fix (message only)
+    user_errors: tuple                          # exceptions that are the user's to fix (message only)
     validate: Callable[[DictConfig], Any]       # typed checks the stage runs before it starts
 
 
-def _data_status(cfg: DictConfig) -> Status:
-    from automon.data.status import status
-
-    return status(cfg)
-
-
-def _train_status(cfg: DictConfig) -> Status:
-    from automon.training.status import status
-
-    return status(cfg)
-
-
-def _eval_status(cfg: DictConfig) -> Status:
-    from automon.evaluation.status import status
-
-    return status(cfg)
-
-
-def _probe_status(cfg: DictConfig) -> Status:
-    from automon.training.probe import status
-
-    return status(cfg)
-
-
-def _data_errors() -> tuple:
-    from automon.data.build import BuildError
-    from automon.sources import SourceError
-
-    return BuildError, SourceError
-
-
-def _train_errors() -> tuple:
-    from automon.training import USER_ERRORS
-
-    return USER_ERRORS
-
-
-def _eval_errors() -> tuple:
-    from automon.evaluation import USER_ERRORS
-
-    return USER_ERRORS
-
-
 def _validate_train(cfg: DictConfig) -> None:
-    from automon.training.identity import validate
-
-    validate(OmegaConf.to_object(cfg))
+    validate_train(OmegaConf.to_object(cfg))
 
 
 def _validate_eval(cfg: DictConfig) -> None:
-    from automon.evaluation.identity import as_config  # the typed config plus its stress= names
-
-    as_config(cfg)
+    eval_config(cfg)  # the typed config plus its stress= names
 
 
 STAGE_SPECS = {
-    "build": StageSpec("data_build/build.py", "build", _data_status, _data_errors, OmegaConf.to_object),
-    "train": StageSpec("train/sft.py", "sft", _train_status, _train_errors, _validate_train),
-    "eval": StageSpec("eval/holdout.py", "holdout", _eval_status, _eval_errors, _validate_eval),
+    "build": StageSpec("data_build/build.py", "build", data_status, (BuildError, SourceError), OmegaConf.to_object),
+    "train": StageSpec("train/sft.py", "sft", train_status, TRAIN_ERRORS, _validate_train),
+    "eval": StageSpec("eval/holdout.py", "holdout", eval_status, EVAL_ERRORS, _validate_eval),
     # a probe is trained like an adapter, by its own entry (train/probe.py), into the directory its identity names
-    "probe": StageSpec("train/probe.py", "probe", _probe_status, _eval_errors, OmegaConf.to_object),
+    "probe": StageSpec("train/probe.py", "probe", probe_status, EVAL_ERRORS, OmegaConf.to_object),
 }
 
 
@@ -122,7 +86,7 @@ class StageRun:
     def status(self) -> Status:
         try:
             return self.spec.status(self.cfg)
-        except self.spec.user_errors() as e:
+        except self.spec.user_errors as e:
             raise PipelineError(f"{self.name}: {e}") from None
 
 
@@ -132,15 +96,13 @@ def compose_stage(stage: str, name: str, overrides: list[str], py: str, repo: Pa
     spec = STAGE_SPECS[stage]
     cmd = shlex.join([py, str(repo / spec.script), *overrides])
     if stage == "train":  # train/sft.py checks its overrides before Hydra, with the valid keys listed
-        from automon.training.cli import preflight
-
         problems = preflight(overrides, repo / "conf")
         if problems:
             raise PipelineError(f"{spec.script} rejects its configuration:\n  {cmd}\n" + "\n".join(problems))
     try:
         cfg = compose(spec.config_name, overrides)
         spec.validate(cfg)
-    except (CompositionError, OmegaConfBaseException, *spec.user_errors()) as e:
+    except (CompositionError, OmegaConfBaseException, *spec.user_errors) as e:
         raise PipelineError(f"{spec.script} rejects its configuration:\n  {cmd}\n{e}") from None
     return StageRun(stage, name, list(overrides), cfg)
 

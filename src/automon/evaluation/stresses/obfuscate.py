@@ -50,9 +50,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from automon.config.sg_code import SgCodeConfig
+from automon.data.io import sources_root
+from automon.data.recipes.base import Drops
+from automon.data.recipes.sg_code.recipe import sandbox_limits
+from automon.data.recipes.sg_code.tasks import humaneval_task, mbpp_task
 from automon.evaluation.stresses.placement import code_of
 from automon.evaluation.transforms import Stress, register
+from automon.sandbox import Sandbox
+from automon.sandbox.grading import hidden_job, hidden_verdict, visible_job, visible_verdict
 from automon.schema import Sample
+from automon.sources.read import read_source
 
 SUBSET = "sg_code"
 STEPS = ("rename", "table", "literals", "dead")
@@ -367,7 +375,6 @@ def use_sources(root: str | os.PathLike | None) -> None:
 
 def prepare(build_dir: Path) -> None:
     """Before an evaluation stresses the build at `build_dir`: its sources, where they still are."""
-    from automon.data.io import sources_root
 
     root = sources_root(build_dir)
     if root is not None:
@@ -387,10 +394,6 @@ def _tasks() -> dict:
     """Task key ("mbpp:672") -> Task, parsed from the sources with the recipe's own parsers."""
     global _TASKS
     if _TASKS is None:
-        from automon.config.sg_code import SgCodeConfig
-        from automon.data.recipes.base import Drops
-        from automon.data.recipes.sg_code.tasks import humaneval_task, mbpp_task
-        from automon.sources.read import read_source
 
         root, cfg, drops, tasks = _root(), SgCodeConfig(), Drops(), {}
         for name, parse in (("humaneval", humaneval_task), ("mbpp", mbpp_task)):
@@ -405,9 +408,6 @@ def _tasks() -> dict:
 def _sandbox():
     global _SANDBOX
     if _SANDBOX is None:
-        from automon.config.sg_code import SgCodeConfig
-        from automon.data.recipes.sg_code.recipe import sandbox_limits
-        from automon.sandbox import Sandbox
 
         cfg = SgCodeConfig()
         _SANDBOX = Sandbox(sandbox_limits(cfg), cfg.workers)
@@ -418,7 +418,6 @@ def _sandbox():
 
 def verdict(code: str, visible: Sequence[str], hidden) -> tuple[tuple[bool, str], tuple[bool, str]]:
     """(visible, hidden) verdicts of the build's graders on `code`."""
-    from automon.sandbox.grading import hidden_job, hidden_verdict, visible_job, visible_verdict
 
     v, h = _sandbox().run_jobs([visible_job(code, visible), hidden_job(code, hidden)])
     return visible_verdict(v), hidden_verdict(h)
