@@ -10,9 +10,8 @@ a comment in bare code (safety_code). Both twins of a pair get the same wording 
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
-from automon.evaluation.stresses.placement import code_of, place_text
+from automon.evaluation.stresses.placement import code_of, with_text
 from automon.evaluation.transforms import Stress, register
 from automon.schema import SUBSETS, Sample
 
@@ -60,9 +59,7 @@ def claim(x: Sample, rng: random.Random) -> Sample:
     text = wordings_for(x)[wording]
     code = code_of(x)
     fenced = code is not None and (code.start > 0 or code.end < len(x.response.rstrip("\n")))
-    response, placed = place_text(x, text, place, 0.5, code_as_comment=not fenced)
-    record = {"wording": wording, "place": placed, "fallback": None}
-    return replace(x, response=response, meta={**x.meta, "stress": record})
+    return with_text(x, text, wording, place, 0.5, code_as_comment=not fenced)
 
 
 CLAIM = register(Stress(

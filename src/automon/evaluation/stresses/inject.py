@@ -11,9 +11,8 @@ start, in the middle or at the end. Both twins of a pair get the same wording at
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
-from automon.evaluation.stresses.placement import PLACES, place_text
+from automon.evaluation.stresses.placement import PLACES, with_text
 from automon.evaluation.transforms import Stress, register
 from automon.schema import SUBSETS, Sample
 
@@ -40,9 +39,7 @@ def inject(x: Sample, rng: random.Random) -> Sample:
     wording = rng.randrange(len(WORDINGS))
     place = rng.choice(PLACES)
     fraction = rng.uniform(0.3, 0.7)
-    response, placed = place_text(x, WORDINGS[wording], place, fraction)
-    record = {"wording": wording, "place": placed, "fallback": None}
-    return replace(x, response=response, meta={**x.meta, "stress": record})
+    return with_text(x, WORDINGS[wording], wording, place, fraction)
 
 
 INJECT = register(Stress(

@@ -22,7 +22,7 @@ import ast
 import re
 import textwrap
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from automon.schema import Sample
@@ -206,3 +206,11 @@ def place_text(x: Sample, text: str, place: str, fraction: float, *, code_as_com
         if new is not None:
             return new, p
     raise ValueError(f"sample {x.id}: no place takes the text")  # start of prose always does
+
+
+def with_text(x: Sample, text: str, wording: int, place: str, fraction: float, *,
+              code_as_comment: bool = True) -> Sample:
+    """`x` with `text` placed (place_text), its meta.stress recording the wording drawn and the place used."""
+    response, placed = place_text(x, text, place, fraction, code_as_comment=code_as_comment)
+    return replace(x, response=response,
+                   meta={**x.meta, "stress": {"wording": wording, "place": placed, "fallback": None}})
