@@ -117,3 +117,18 @@ def test_a_solution_too_large_to_run_is_one_error_line(tmp_path):
     assert p.returncode == 2 and p.stdout == "", p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "more than the sandbox runs" in lines[0], p.stderr
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_a_limit_too_small_to_run_anything_is_a_verdict_not_missing_isolation(tmp_path, mode):
+    """--timeout-s 1e-9 times the solution out; it does not make the sandbox ask for bubblewrap."""
+    probe = check(tmp_path, SOLUTIONS["correct"], "assert add(1, 2) == 3\n", "assert add(1, 2) == 3\n",
+                  "--isolation", mode)
+    if probe.returncode != 0:
+        pytest.skip(f"isolation {mode} cannot run here: {probe.stderr.strip()}")
+    p = check(tmp_path, SOLUTIONS["correct"], "assert add(1, 2) == 3\n", "assert add(1, 2) == 3\n",
+              "--isolation", mode, "--timeout-s", "1e-9")
+    assert p.returncode == 0, p.stderr
+    verdict = json.loads(p.stdout)
+    assert verdict["isolation"] == mode and verdict["label"] == "visible_fail", verdict
+    assert verdict["visible"]["result"] == "timeout", verdict

@@ -250,6 +250,23 @@ def test_rejects_bad_arguments():
         Sandbox(isolation="off")
 
 
+@pytest.mark.parametrize("mode", [ISOLATION_BWRAP, ISOLATION_UNSHARE, ISOLATION_NONE])
+def test_limits_too_small_for_any_program_are_the_programs_failure(mode):
+    """A limit no program can run under (a microsecond, a megabyte) fails the programs; the pool
+    still starts (its probe has limits of its own) instead of calling the isolation unavailable."""
+    from automon.sandbox import SandboxError
+
+    try:
+        Sandbox(Limits(timeout_s=5), workers=1, isolation=mode).start()
+    except SandboxError as e:
+        pytest.skip(f"isolation {mode} cannot run here: {e}")
+    for tiny in (Limits(timeout_s=1e-6), Limits(timeout_s=5, memory_mb=1)):
+        with Sandbox(tiny, workers=1, isolation=mode) as box:
+            assert box.isolation == mode
+            r = box.run("x = bytearray(10 << 20)\nprint('ran')")
+            assert not r.ok and r.stdout == "", (tiny, r)
+
+
 def test_programs_get_a_minimal_environment_and_pinned_hashing(sb, monkeypatch):
     monkeypatch.setenv("AUTOMON_SECRET_TOKEN", "x")
     with Sandbox(Limits(timeout_s=2), workers=1) as fresh:  # workers started with the variable set

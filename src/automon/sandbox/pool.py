@@ -7,7 +7,7 @@ import logging
 import os
 import subprocess
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import automon.sandbox.isolation as iso
 from automon.sandbox.cgroups import PidsGroup
@@ -87,6 +87,17 @@ def _not_run(job: Job, why: str):
     if job.grader is None:
         return program
     return Graded(program, RunResult("exited", 1, None, "", "ProgramGone: the program was not run\n", 0.0, 0.0))
+
+
+# The least the start-up probe (one `print('ok')`) runs under, whatever the pool's limits.
+PROBE_LIMITS = Limits(timeout_s=10, cpu_s=5, memory_mb=256)
+
+
+def probe_limits(limits: Limits) -> Limits:
+    """The pool's limits, each raised to PROBE_LIMITS' where it is lower."""
+    return replace(limits, timeout_s=max(limits.timeout_s, PROBE_LIMITS.timeout_s),
+                   cpu_s=max(limits.cpu_limit, PROBE_LIMITS.cpu_limit),
+                   memory_mb=max(limits.memory_mb, PROBE_LIMITS.memory_mb))
 
 
 class SandboxError(RuntimeError):
@@ -173,7 +184,9 @@ class Sandbox:
             if not isinstance(hello, dict) or hello.get("mode") != mode:
                 raise SandboxError(f"worker could not isolate itself: {hello}")
         # Probe the per-program container once: a kernel that refuses nested namespaces fails here.
-        probe = self._run_jobs([Job("print('ok')")], self.limits)[0]
+        # Under limits of its own, never tighter than PROBE_LIMITS: a limit too small for any
+        # program (--timeout-s 1e-9) is the programs' failure, not a sign that isolation is missing.
+        probe = self._run_jobs([Job("print('ok')")], probe_limits(self.limits))[0]
         if not (probe.ok and probe.stdout == "ok\n"):
             raise SandboxError(f"a probe program failed: {probe.stderr.strip()[-300:] or probe}")
 
