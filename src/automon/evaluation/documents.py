@@ -13,9 +13,10 @@ from automon.evaluation.caveats import caveats
 from automon.evaluation.completeness import request_summary
 from automon.evaluation.identity import model_label
 from automon.evaluation.inputs import Inputs
+from automon.evaluation.rows import prediction_row
 from automon.evaluation.scoring import Scored
 from automon.metrics import METRICS_VERSION, compute_metrics
-from automon.monitors import FusedMonitor, Monitor, Prediction, Rendered
+from automon.monitors import FusedMonitor, Monitor
 from automon.ood.reference import fusion_gains, thresholds
 from automon.prompts import FIT_VERSION, get_template
 from automon.schema import CATEGORIES, SUBSETS, TASKS
@@ -27,15 +28,6 @@ log = logging.getLogger("automon.evaluation")
 def group_order() -> dict[str, list[str]]:
     """Report order of the metric groups (asked at run time: a subset may be registered after import)."""
     return {"subset": list(SUBSETS), "category": list(CATEGORIES), "task": list(TASKS)}
-
-
-def prediction_row(it: Rendered, m: Monitor, p: Prediction) -> dict[str, Any]:
-    """One line of predictions.jsonl. Its `p_yes` column is the score thresholds and AUROC read
-    (Prediction.score: a fused monitor's fused score)."""
-    s = it.sample
-    return {"id": s.id, "pair_id": s.pair_id, "subset": s.subset, "category": s.category, "task": s.task,
-            "label": s.label, "p_yes": p.score, "pred": m.flag(p), "raw": p.text, "mass": p.mass,
-            "error": p.error, "shortened": it.shortened}
 
 
 def reference_thresholds(m: Monitor, inputs: Inputs, scored: Scored) -> dict[str, float]:

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from automon.config.eval import HoldoutConfig
+from automon.evaluation.robustness import ROBUSTNESS_VERSION, STRESSES, check_stress
 from automon.monitors import BASE, Monitor
 from automon.metrics import METRICS_VERSION
 
@@ -37,8 +38,6 @@ RENAMED_KEYS = {"config.backend.kind": "config.backend.features"}  # backend=pro
 def as_config(cfg: Any) -> HoldoutConfig:
     """A composed Hydra config -> the typed HoldoutConfig (runs its cross-field checks, and checks
     stress= against the stress registry, which the config module cannot see)."""
-    from automon.evaluation.robustness import check_stress  # robustness imports the built-in stresses
-
     return check_stress(cfg if isinstance(cfg, HoldoutConfig) else OmegaConf.to_object(cfg))  # type: ignore[arg-type]
 
 
@@ -77,8 +76,6 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
         "metrics_version": METRICS_VERSION,
     }
     if c.stress:  # only then, so an evaluation without stress keeps the identity it had
-        from automon.evaluation.robustness import ROBUSTNESS_VERSION, STRESSES  # imports the built-in stresses
-
         # a stress whose version changed stressed other bytes: its outputs are not current
         ident["stresses"] = {name: STRESSES[name].version for name in c.stress}
         ident["robustness_version"] = ROBUSTNESS_VERSION

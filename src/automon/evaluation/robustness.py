@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, MutableMapping, Sequence
 
 from automon.config.eval import ConfigError, HoldoutConfig
 from automon.evaluation.completeness import request_summary
+from automon.evaluation.rows import prediction_row
 from automon.metrics import (NAN, auroc, bootstrap_auroc_change, bootstrap_detection_gain, detection_at_threshold,
                              far_key, group_metrics, miss_rate, false_alarm_rate, confusion, resolve_missing,
                              threshold_at_far)
@@ -77,8 +78,6 @@ def with_robustness(c: HoldoutConfig, monitors: Sequence[Monitor], stressed: Map
     each monitor's rows gain the stressed rows, its document a "robustness" section."""
     if not stressed:
         return dict(rows), dict(docs)
-    from automon.evaluation.documents import prediction_row  # documents imports inputs, which imports this
-
     t0 = time.perf_counter()
     out_rows, out_docs = {}, {}
     for m in monitors:
