@@ -210,3 +210,73 @@ def test_a_pack_whose_logits_fill_a_cpu_machine_is_warned_about(caplog):
         assert not caplog.records
         _warn_cpu_logits(32768, 151669)
     assert "about 37 GiB" in caplog.text and "train.tokens_per_step" in caplog.text
+
+
+# ------------------------------------------------------------------ the unsloth plug-in, without a GPU
+
+def _fake_unsloth(calls: dict):
+    """A stand-in `unsloth` module: FastLanguageModel loads the tiny model with transformers and adds LoRA with
+    PEFT, recording what the plug-in asked for (Unsloth itself needs CUDA; its kernels are test_packing_gpu.py's)."""
+    import types
+
+    class FastLanguageModel:
+        @staticmethod
+        def from_pretrained(model_name, max_seq_length, **kw):
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            calls["max_seq_length"] = max_seq_length
+            return AutoModelForCausalLM.from_pretrained(model_name, dtype=torch.float32), None
+
+        @staticmethod
+        def get_peft_model(model, r, lora_alpha, lora_dropout, target_modules, bias, **kw):
+            from peft import LoraConfig, get_peft_model
+
+            return get_peft_model(model, LoraConfig(r=r, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                                                    target_modules=target_modules, bias=bias, task_type="CAUSAL_LM"))
+
+    mod = types.ModuleType("unsloth")
+    mod.FastLanguageModel = FastLanguageModel
+    return mod
+
+
+@pytest.mark.parametrize("packing", [True, False])
+def test_the_unsloth_plugin_packs_and_sends_packed_seq_lengths(packing, tiny_tok, tiny_model_path, tmp_path,
+                                                              monkeypatch):
+    """trainer=unsloth packs by default as trainer=peft does: its trainer trains on the packs, in the seeded pack
+    order, and its collator adds packed_seq_lengths (what Unsloth's attention reads to keep examples apart) to
+    the restarting position ids; Unsloth is loaded for the longest pack. train.packing=false leaves the examples
+    to TRL's padding collator, as before packing."""
+    import sys
+
+    from automon.training.packing import IGNORE_INDEX
+    from automon.training.sft_args import make_sft_args
+    from automon.training.trainers import SeededShuffleSampler, get_trainer
+
+    calls: dict = {}
+    monkeypatch.setitem(sys.modules, "unsloth", _fake_unsloth(calls))
+    cfg = OmegaConf.to_object(_cfg("model=tiny", "trainer=unsloth", "train.lora.r=8", "train.lora.alpha=16",
+                                   "train.max_steps=1", "train.max_seq_length=1024", "train.tokens_per_step=2048",
+                                   f"train.packing={str(packing).lower()}"))
+    cfg.train.grad_accum = cfg.train.accumulation()
+    _, ds = _examples(tiny_tok)
+    args = make_sft_args(cfg, tmp_path, on_cuda=False, report_to=[])
+    trainer = get_trainer("unsloth").build(cfg, str(tiny_model_path), tiny_tok, ds, args, [], 1024)
+    assert trainer.args.gradient_checkpointing is False            # Unsloth checkpoints itself
+    if not packing:
+        assert calls["max_seq_length"] == 1024 and trainer.automon_packing is None
+        assert "seq_lengths" not in trainer.train_dataset.column_names and trainer.args.per_device_train_batch_size == 2
+        return
+    assert calls["max_seq_length"] == 2048                         # a pack may be longer than max_seq_length
+    summary = trainer.automon_packing
+    assert summary["examples"] == len(ds) and summary["packs"] < len(ds) and summary["tokens_per_step"] == 2048
+    assert trainer.args.per_device_train_batch_size == 1 and trainer.args.gradient_accumulation_steps == 1
+    assert isinstance(trainer._get_train_sampler(), SeededShuffleSampler)
+    row = max(trainer.train_dataset.to_list(), key=lambda r: len(r["seq_lengths"]))
+    assert len(row["seq_lengths"]) > 1
+    b = trainer.data_collator([row])
+    assert "attention_mask" not in b
+    assert b["packed_seq_lengths"].tolist() == row["seq_lengths"] and str(b["packed_seq_lengths"].dtype) == "torch.int32"
+    assert b["position_ids"].tolist() == [position_ids(row["seq_lengths"])]
+    starts = [sum(row["seq_lengths"][:k]) for k in range(len(row["seq_lengths"]))]
+    assert all(b["labels"][0, s].item() == IGNORE_INDEX for s in starts)   # no position predicts across a boundary

@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 
 import pytest
-from support import REPO
+from support import REPO, has_cuda
 
 
 def test_corpus_report_on_a_build(small_build, tmp_path):
@@ -59,6 +59,25 @@ def test_gpu_corpus_mode_plumbing_on_cpu(tmp_path, tiny_model_path):
     assert rep["flops_formula"].startswith("sum over examples")
 
 
+@pytest.mark.skipif(has_cuda(), reason="checks the no-CUDA path")
+def test_gpu_corpus_mode_skips_without_cuda(tmp_path):
+    """bench_train_gpu.py --corpus on a machine without CUDA says so and writes nothing (exit 0), like the
+    fixed-length mode: no GPU figure is made up on CPU."""
+    out = tmp_path / "x.json"
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train_gpu.py"), "--corpus", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 0 and "skipped: no CUDA device" in r.stderr, r.stderr[-3000:]
+    assert not out.exists()
+
+
+def test_gpu_corpus_mode_without_a_corpus_record_says_how_to_make_one(tmp_path, tiny_model_path):
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train_gpu.py"), "--corpus",
+                        str(tmp_path / "missing.json"), "--tiny", "--allow-cpu", "--model-dir", str(tiny_model_path),
+                        "--out", str(tmp_path / "x.json")], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 2 and "run python bench/bench_train.py first" in r.stderr, r.stderr[-3000:]
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_docs_quote_the_corpus_record():
     """docs/training.md and bench/README.md quote bench/results/train_corpus_default.json's table as it is."""
     rec = json.loads((REPO / "bench" / "results" / "train_corpus_default.json").read_text())
@@ -80,6 +99,12 @@ def test_docs_quote_the_corpus_record():
         rows = {c[0]: tuple(c[1:3]) for line in text.splitlines() if line.startswith("| ")
                 for c in [[x.strip() for x in line.strip("|").split("|")]] if c[0] in want}
         assert rows == want, doc
+    readme = (REPO / "bench/README.md").read_text()
+    for layout in ("packed", "unpacked"):                  # the projected H100 epochs, with the kind of bound
+        for q in rec[layout]["projected_h100_epoch"]:
+            bound = "upper" if "upper bound" in q["bound"] else "lower"
+            assert (f"| {layout} | {q['trainer']} | {q['recorded_point_tokens']:,} | {q['recorded_tokens_per_s']:,.0f} | "
+                    f"{q['epoch_hours']:.2f} h | {bound} |") in readme, (layout, q["trainer"])
     lengths = rec["lengths"]
     assert (f"an example is {lengths['mean']} tokens on average (p50 {lengths['p50']}, p90 {lengths['p90']}, "
             f"p99 {lengths['p99']}, longest {lengths['max']:,};") in " ".join((REPO / "docs/training.md").read_text().split())
