@@ -198,18 +198,20 @@ def test_a_run_records_how_it_batched(small_build, tmp_path):
         assert meta.extra["packing"] == info["packing"]
 
 
-def test_a_pack_whose_logits_fill_a_cpu_machine_is_warned_about(caplog):
-    """On CPU the default budget (32k tokens) with Qwen3's vocabulary needs ~37 GiB for the logits and
-    their gradient: said before the first step; a 1k pack is not worth a word."""
+def test_a_long_pack_on_cpu_is_warned_about(caplog):
+    """On CPU a pack of the default budget (32k tokens) can fill the machine (activations without gradient
+    checkpointing, attention across the whole pack): said before the first step, naming the knob; not as
+    logits, which the loss computes on the answer tokens only; a 1k pack is not worth a word."""
     import logging
 
-    from automon.training.trainers import _warn_cpu_logits
+    from automon.training.trainers import _warn_cpu_pack
 
     with caplog.at_level(logging.WARNING, logger="automon.training"):
-        _warn_cpu_logits(1024, 151669)
+        _warn_cpu_pack(1024)
         assert not caplog.records
-        _warn_cpu_logits(32768, 151669)
-    assert "about 37 GiB" in caplog.text and "train.tokens_per_step" in caplog.text
+        _warn_cpu_pack(32768)
+    assert "32768 tokens" in caplog.text and "train.tokens_per_step" in caplog.text
+    assert "logits" not in caplog.text
 
 
 # ------------------------------------------------------------------ the unsloth plug-in, without a GPU

@@ -32,6 +32,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from automon.models.loading import ModelLoadError, _offline_hint
+from automon.training.data import end_of_turn_token
+from automon.training.errors import TrainConfigError
+from automon.training.packing import PackCollator, pack_dataset, verify_packs
+from automon.training.sft_args import tokens_per_step
+
 log = logging.getLogger(__name__)
 
 TRAINERS: dict[str, "TrainerPlugin"] = {}
@@ -49,8 +55,6 @@ def unsloth_installed() -> bool:
 
 def resolve_trainer_name(name: str) -> str:
     """`auto` -> unsloth with CUDA and the unsloth package, else peft."""
-    from automon.training.errors import TrainConfigError
-
     if name == "auto":
         return "unsloth" if cuda_available() and unsloth_installed() else "peft"
     if name not in TRAINERS:
@@ -195,10 +199,6 @@ def packed_or_not(cfg, tokenizer, dataset, max_seq_length: int, seq_lengths_kwar
     against the examples (rule 5); without it the examples go to TRL's padding collator as before."""
     if not cfg.train.packing:
         return dataset, None, None
-    from automon.training.data import end_of_turn_token
-    from automon.training.packing import PackCollator, pack_dataset, verify_packs
-    from automon.training.sft_args import tokens_per_step
-
     t0 = time.perf_counter()
     budget = tokens_per_step(cfg, max_seq_length)
     packs, stats = pack_dataset(dataset, budget, cfg.train.seed)
@@ -208,18 +208,23 @@ def packed_or_not(cfg, tokenizer, dataset, max_seq_length: int, seq_lengths_kwar
              "filled, %d examples over it trained alone) in %.1f s", stats.examples, stats.packs, budget,
              summary["examples_per_pack"], 100 * stats.fill, stats.over_budget, time.perf_counter() - t0)
     if not cuda_available():
-        _warn_cpu_logits(stats.longest_pack, len(tokenizer))
+        _warn_cpu_pack(stats.longest_pack)
     return packs, PackCollator(with_seq_lengths=seq_lengths_kwarg), summary
 
 
-def _warn_cpu_logits(tokens: int, vocab: int) -> None:
-    """On CPU the loss holds the fp32 logits of the whole pack, and their gradient: with Qwen3's 151k
-    vocabulary a 32k-token pack (the default budget) is about 37 GiB. Said before the first step."""
-    gib = 2 * tokens * vocab * 4 / 2**30
-    if gib >= 4:
-        log.warning("on CPU the longest pack (%d tokens x %d vocabulary) holds about %.0f GiB of fp32 logits and "
-                    "their gradient; if memory runs out, lower train.tokens_per_step (e.g. 2048) or set "
-                    "train.packing=false", tokens, vocab, gib)
+CPU_PACK_WARN_TOKENS = 4096
+
+
+def _warn_cpu_pack(tokens: int) -> None:
+    """On CPU there is no gradient checkpointing and the attention runs over the whole pack (its mask and scores
+    grow with the square of the pack's length), so a long pack needs far more memory than the short micro-batches
+    of unpacked training. Not the logits: the loss runs the LM head on the answer tokens only (label_position_loss).
+    Measured with model=tiny (peak RSS of one forward/backward, 300-token examples): 0.9 GiB at 4.2k tokens,
+    1.4 GiB at 8.4k, 3.4 GiB at 16.8k; a larger model needs more. Said before the first step."""
+    if tokens > CPU_PACK_WARN_TOKENS:
+        log.warning("on CPU the longest pack is %d tokens: without gradient checkpointing its activations, and the "
+                    "attention across it (growing with the square of its length), can need many GiB; if memory runs "
+                    "out, lower train.tokens_per_step (e.g. 2048) or set train.packing=false", tokens)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -260,8 +265,6 @@ def _build_peft(cfg, model_path: str, tokenizer, train_dataset, sft_args, callba
     from transformers import AutoModelForCausalLM
     from trl import SFTTrainer
 
-    from automon.models.loading import ModelLoadError, _offline_hint
-
     on_cuda = cuda_available()
     try:
         model = AutoModelForCausalLM.from_pretrained(
@@ -289,10 +292,6 @@ def _prepare_unsloth() -> None:
 def _build_unsloth(cfg, model_path: str, tokenizer, train_dataset, sft_args, callbacks, max_seq_length: int):
     from trl import SFTTrainer  # Unsloth's patched class, since unsloth was imported first
     from unsloth import FastLanguageModel
-
-    from automon.models.loading import ModelLoadError, _offline_hint
-
-    from automon.training.sft_args import tokens_per_step
 
     gc = sft_args.gradient_checkpointing
     # A pack may be longer than max_seq_length when train.tokens_per_step is; Unsloth refuses longer inputs.
