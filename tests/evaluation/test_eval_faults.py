@@ -388,3 +388,50 @@ def test_cache_dir_that_is_a_file_or_a_cache_file_that_is_a_directory_fails_befo
     (tmp_path / "c" / f"{key_hash({'cache_version': 'predcache_v1', **key})}.jsonl").mkdir(parents=True)
     with pytest.raises(CacheError, match="cache file .* is a directory"):
         PredictionCache(tmp_path / "c", key)
+
+
+def _holdout_interrupted(patch: str, *overrides: str):
+    """eval/holdout.py with `patch` run first (it raises KeyboardInterrupt where Ctrl-C lands)."""
+    import subprocess
+    import sys
+
+    from support import HOLDOUT, REPO, holdout_env
+
+    code = (f"import runpy, sys\n{patch}\n"
+            f"sys.argv = [{str(HOLDOUT)!r}, *sys.argv[1:]]\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    return subprocess.run([sys.executable, "-c", code, *overrides], cwd=REPO, capture_output=True, text=True,
+                          timeout=240, env=holdout_env())
+
+
+def test_ctrl_c_in_the_evaluation_is_one_line_and_keeps_what_was_finished(tmp_path, build):
+    """Ctrl-C in eval/holdout.py: one line, exit 130, no traceback; while scoring, the chunks scored so far
+    stay cached and nothing is published; while publishing over an earlier evaluation, its files stay
+    as they were (the staging dir is removed)."""
+    out = tmp_path / "o"
+    ov = [*cpu_overrides(build, out, *TINY), "backend.chunk_size=1"]
+    second_chunk = ("import automon.backends.cache as c\n"
+                    "put, calls = c.PredictionCache.put_many, []\n"
+                    "def put_many(self, items):\n"
+                    "    calls.append(1)\n"
+                    "    if len(calls) == 2:\n"
+                    "        raise KeyboardInterrupt\n"
+                    "    return put(self, items)\n"
+                    "c.PredictionCache.put_many = put_many")
+    r = _holdout_interrupted(second_chunk, *ov)
+    assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.stderr.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C)")
+    assert sorted(p.name for p in out.iterdir()) == ["cache"]  # nothing published, the first chunk cached
+    (f,) = (out / "cache").glob("*.jsonl")
+    assert len(f.read_text().splitlines()) == 2  # the key line and the one prediction scored before Ctrl-C
+    r = run_holdout(*ov)  # the same command carries on from the cache
+    assert r.returncode == 0 and "3 predictions computed, 1 from cache" in r.stdout, r.stdout + r.stderr[-3000:]
+    before = _snapshot(out)
+    assert "identity.json" in before
+    writing = ("import automon.evaluation.outputs as o\n"
+               "def write_predictions(*a, **k):\n"
+               "    raise KeyboardInterrupt\n"
+               "o.write_predictions = write_predictions")
+    r = _holdout_interrupted(writing, *ov, "threshold=0.4")  # a new config: it would replace config.yaml
+    assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert _snapshot(out) == before and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.staging-")]
