@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "automon"
 # The packages whose function-local imports of automon's own modules each say why (a heavy optional
 # dependency: torch, vllm, matplotlib, ...), on the import's line or the line above.
 EXPLAINED = ("monitors", "backends", "ood", "probes", "report", "policy", "outdir", "subsets", "config", "evaluation",
-             "pipeline")
+             "pipeline", "training", "models", "data")
 
 
 def _package(module: str) -> str:

@@ -24,6 +24,7 @@ from automon.data.disjoint import verify_build
 from automon.data.forked import Forked
 from automon.data.identity import BUILD_VERSION, config_identity, machine_config, source_identity
 from automon.data.io import write_manifest_files, write_sample_files
+from automon.data.safety_report import manifest_entry
 from automon.schema import Sample
 from automon.sources import source_origin
 from automon.sources.synthetic import synthetic_marker
@@ -150,8 +151,6 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
     if ctx.policy is not None:
         manifest["policy"] = {"generator": ctx.policy.describe(), "subsets": ctx.policy_report}
     if cfg.wordings.safety_annotations and ctx.test_caps:  # the annotated safety pairs (safety_report.py)
-        from automon.data.safety_report import manifest_entry
-
         manifest["safety_annotations"] = ctx.timed(
             "safety report", manifest_entry, cfg.wordings.safety_annotations,
             {s: int(getattr(cfg.test, s)) for s in ctx.test_caps}, sizes, train, test, cfg.seed)

@@ -6,36 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from automon.models.smollm2 import SMOLLM2_VERSION, smollm2_path
+from automon.models.tiny import TINY_VERSION, tiny_qwen3_path
+
 # model=api (conf/model/api.yaml): no local weights, the model sits behind an OpenAI-compatible API.
 API_MODEL = "api"
 
 
 class ModelLoadError(RuntimeError):
     pass
-
-
-def _tiny() -> Path:
-    from automon.models.tiny import tiny_qwen3_path
-
-    return tiny_qwen3_path()
-
-
-def _smollm2() -> Path:
-    from automon.models.smollm2 import smollm2_path
-
-    return smollm2_path()
-
-
-def _tiny_version() -> str:
-    from automon.models.tiny import TINY_VERSION
-
-    return TINY_VERSION
-
-
-def _smollm2_version() -> str:
-    from automon.models.smollm2 import SMOLLM2_VERSION
-
-    return SMOLLM2_VERSION
 
 
 @dataclass(frozen=True)
@@ -48,8 +27,8 @@ class BuiltModel:
 
 # Built-in models by the name given as model.pretrained.
 BUILT_MODELS: dict[str, BuiltModel] = {
-    "tiny": BuiltModel(_tiny, _tiny_version, random_weights=True),                   # random tiny Qwen3
-    "smollm2_135m_instruct": BuiltModel(_smollm2, _smollm2_version, random_weights=False),  # from a GGUF
+    "tiny": BuiltModel(tiny_qwen3_path, lambda: TINY_VERSION, random_weights=True),  # random tiny Qwen3
+    "smollm2_135m_instruct": BuiltModel(smollm2_path, lambda: SMOLLM2_VERSION, random_weights=False),  # from a GGUF
 }
 
 

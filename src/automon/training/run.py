@@ -19,13 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import automon.training.rundir as rd
+from automon.adapter_meta import AdapterMeta
 from automon.config.train import SFTConfig
 from automon.errors import disk_full
+from automon.models.loading import load_tokenizer, resolve_model_path
 from automon.outdir import ensure_writable_dir
 from automon.prompts import FIT_VERSION
 from automon.stage_status import Currency
+from automon.training.card import model_card
+from automon.training.data import ExampleBuilder, select_samples, supervised_text
 from automon.training.errors import RunDirConflict, TrainConfigError, TrainError
 from automon.training.identity import resolve, run_status
+from automon.training.sft_args import make_sft_args
+from automon.training.trainers import Throughput, cuda_available, get_trainer, resolve_trainer_name
+from automon.versions import code_version, library_versions
 
 log = logging.getLogger("automon.training")
 
@@ -173,8 +180,6 @@ def _claim(run_dir: Path, resolved: dict, subsets: list[str], label: str, build)
 
 def _examples(c: SFTConfig, build, subsets: list[str], label: str, tok, max_len: int):
     """The tokenised training examples of the run's subsets: (dataset, stats), logged with one example."""
-    from automon.training.data import ExampleBuilder, select_samples, supervised_text
-
     samples = select_samples(build.samples("train"), subsets)
     _refuse_missing_subsets(build, subsets, label, {s.subset for s in samples})
     builder = ExampleBuilder(tok, c.prompt.name, c.model.enable_thinking, max_len)
@@ -209,9 +214,6 @@ def _write_adapter(c: SFTConfig, model, run_dir: Path, run_info: dict, summary: 
                    label: str) -> Path:
     """<run>/adapter, written whole into a temporary directory and moved into place: the LoRA weights,
     automon_adapter.json (what an evaluation checks it against) and the model card."""
-    from automon.adapter_meta import AdapterMeta
-    from automon.training.card import model_card
-
     _refuse_nonfinite_weights(model, run_dir)
     versions, trainer_name, max_len = run_info["versions"], run_info["trainer"], run_info["max_seq_length"]
     tmp = run_dir / ".adapter.tmp"
@@ -239,18 +241,13 @@ def _write_adapter(c: SFTConfig, model, run_dir: Path, run_info: dict, summary: 
 
 def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir: Path, build, prev,
            t0: float) -> int:
-    from automon.training.trainers import get_trainer, resolve_trainer_name
-
     # The plug-in is chosen, and unsloth imported, before anything imports transformers.
     trainer_name = resolve_trainer_name(c.trainer.name)
     plugin = get_trainer(trainer_name)
     plugin.prepare()
 
-    from automon.models.loading import load_tokenizer, resolve_model_path
+    # Local: callbacks imports transformers (TrainerCallback), which must come after plugin.prepare() (unsloth).
     from automon.training.callbacks import MetricsCallback, PreemptionCallback, PreemptionGuard
-    from automon.training.sft_args import make_sft_args
-    from automon.training.trainers import Throughput, cuda_available
-    from automon.versions import code_version, library_versions
 
     import transformers
     from transformers.trainer_callback import PrinterCallback

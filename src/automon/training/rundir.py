@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from automon import stage_status
-from automon.adapter_meta import ADAPTER_META_FILE, AdapterError, check_adapter_files
+from automon.adapter_meta import ADAPTER_META_FILE, AdapterError, check_adapter_files, safetensors_shapes
 from automon.data.io import resolved
 from automon.schema import SUBSETS
 from automon.stage_status import Currency, Status
@@ -244,8 +244,6 @@ def checkpoint_damage(ckpt: Path) -> str | None:
             return f"{f.name} is damaged or cut short ({type(e).__name__}: {e})"
     weights = ckpt / "adapter_model.safetensors"
     if weights.is_file():
-        from automon.adapter_meta import safetensors_shapes
-
         try:
             safetensors_shapes(weights)
         except AdapterError as e:
