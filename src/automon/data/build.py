@@ -21,7 +21,7 @@ from automon.data.io import atomic_dir
 from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash
 from automon.data.status import status
-from automon.data.write import write_build
+from automon.data.write import write_verified_build
 from automon.schema import SUBSETS, Sample
 from automon.sources import SourceError
 from automon.subsets import specs
@@ -180,7 +180,7 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
     train = [s for s in train if s.id not in bad]
     for c in report.conflicts:
         ctx.drops.add("train", f"disjoint_{c.kind}")
-    return write_build(ctx, tmp, train, test, sizes, report, bad, test_keys, memo, t_start)
+    return write_verified_build(ctx, tmp, train, test, sizes, report, bad, test_keys, memo, t_start)
 
 
 __all__ = ["run_build", "BuildError", "SourceError", "select_test", "BUILD_VERSION"]

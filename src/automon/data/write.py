@@ -33,11 +33,13 @@ from automon.versions import code_version, library_versions
 log = logging.getLogger("automon.data")
 
 
-def write_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample], sizes: dict[str, int],
-                report, bad: set[str], test_keys: set[str], memo: dict, t_start: float) -> dict:
+def write_verified_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample],
+                         sizes: dict[str, int], report, bad: set[str], test_keys: set[str], memo: dict,
+                         t_start: float) -> dict:
     """Write the build into `tmp`; returns the manifest. The sample files first, then the post-write
     verification in a forked process while the audit runs and the manifest and card are written
-    here (both need a few seconds of one core each)."""
+    here (both need a few seconds of one core each). run_build's last step; `tmp` is its atomic_dir.
+    (automon.data.io.write_build is the other writer: a given manifest, atomically, no checks.)"""
     cfg, d = ctx.cfg, ctx.cfg.disjoint
     t_write = time.perf_counter()
     verifying = None
