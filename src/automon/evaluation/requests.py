@@ -1,7 +1,7 @@
 """Render every test sample once, fitted to the backend's length limit by the function training uses
 (automon.prompts.fit_prompts): at the same limit (backend.max_seq_length = train.max_seq_length) a
 sample's evaluation prompt is its training prompt; a larger evaluation limit shortens fewer samples
-(conf/experiment/mini.yaml trains at 512 tokens and evaluates at 1024)."""
+(conf/experiment/mini.yaml trains at 512 tokens and evaluates at 1024; its comment gives what each limit shortens)."""
 
 from __future__ import annotations
 
