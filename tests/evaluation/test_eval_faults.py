@@ -435,3 +435,30 @@ def test_ctrl_c_in_the_evaluation_is_one_line_and_keeps_what_was_finished(tmp_pa
     r = _holdout_interrupted(writing, *ov, "threshold=0.4")  # a new config: it would replace config.yaml
     assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert _snapshot(out) == before and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.staging-")]
+
+
+def test_a_cache_file_of_another_identity_is_refused_not_read(tmp_path, build):
+    """A cache file copied or renamed from another monitor's (its key line says whose it is) was read as
+    this monitor's predictions: another model's scores, silently."""
+    from automon.backends.base import JudgeResult
+    from automon.backends.cache import CACHE_VERSION, CacheError, PredictionCache, key_hash
+
+    theirs = PredictionCache(tmp_path / "c", {"k": 1})
+    theirs.put_many([("a", "sha-a", JudgeResult(p_yes=0.9))])
+    mine = tmp_path / "c" / f"{key_hash({'cache_version': CACHE_VERSION, 'k': 2})}.jsonl"
+    shutil.copy(theirs.path, mine)
+    with pytest.raises(CacheError, match=rf"{mine.name} holds the predictions of another identity.*remove it"):
+        PredictionCache(tmp_path / "c", {"k": 2})
+    odd = {"k": (1, 2), "t": float("nan"), "n": None}  # its own file opens again: the key as its line wrote it
+    PredictionCache(tmp_path / "c", odd).put_many([("a", "sha-a", JudgeResult(p_yes=0.1))])
+    assert PredictionCache(tmp_path / "c", odd).get("a", "sha-a").p_yes == 0.1
+    out = tmp_path / "o"  # an evaluation's own cache file, its key line replaced by another identity's
+    ov = cpu_overrides(build, out, *TINY)
+    evaluate(compose(ov))
+    (f,) = (out / "cache").glob("*.jsonl")
+    lines = f.read_text().splitlines()
+    head = json.loads(lines[0])
+    f.write_text("\n".join([json.dumps({"key": {**head["key"], "adapter": "0" * 64}}, sort_keys=True),
+                            *lines[1:]]) + "\n")
+    with pytest.raises(CacheError, match="another identity"):
+        evaluate(compose(ov))

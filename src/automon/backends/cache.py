@@ -7,8 +7,9 @@ prompt name, shots (+seed), thinking flag. Key of a line: sample id, checked aga
 prompt messages (a rebuilt sample with the same id but different text is recomputed, not reused).
 Lines are flushed and fsync'ed after every backend call, so a killed run loses at most the
 in-flight call; a torn last line is ignored on reading, and a row that cannot be a prediction (a p_yes
-outside [0, 1], a list, ...) is recomputed with a warning. Failed requests are not cached (a rerun
-retries them).
+outside [0, 1], a list, ...) is recomputed with a warning. A file whose key line is not its own key (one
+copied or renamed from another identity's) is refused, never read as this identity's predictions.
+Failed requests are not cached (a rerun retries them).
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ CACHE_VERSION = "predcache_v1"
 
 def key_hash(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _canonical(key: Any) -> str:
+    """A key as its cache file's first line writes it (NaN and tuples compare as written)."""
+    return json.dumps(key, sort_keys=True)
 
 
 def row_problem(row: Any) -> str | None:
@@ -89,6 +95,12 @@ class PredictionCache:
                     self.torn_lines += 1  # a write cut short by a kill
                     continue
                 if isinstance(row, dict) and "key" in row:
+                    if _canonical(row["key"]) != _canonical(self.key):  # copied or renamed from another
+                        raise CacheError(f"the prediction cache file {self.path.name} holds the predictions of "
+                                         "another identity: its key line is not the key the file is named for "
+                                         "(copied or renamed?)", f"{self.path}:{i}",
+                                         "remove it (what it should hold is recomputed), or set cache_dir= "
+                                         "elsewhere")
                     continue
                 problem = row_problem(row)
                 if problem:
