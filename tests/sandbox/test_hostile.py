@@ -297,6 +297,100 @@ def test_nothing_a_program_leaves_reaches_the_next(one_worker):
     assert first.stdout.split()[-1] == second.stdout.split()[-1]  # the same pid: no counter carried over
 
 
+# Kernel-global counters a program can move and the next one read (a few bits from one sample to
+# the next in the same worker): each program prints what it reads of each counter, or "refused".
+# What they carried before the filter refused them: docs/security.md, Known limits.
+_TRY = """
+import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(read):
+    try:
+        print(read())
+    except OSError:
+        print("refused")
+"""
+# Sender: make pipes (or aio contexts, from the same get_next_ino counter) until the next pipe
+# inode is 5 mod 16. Receiver: its first pipe's (and pipe2's) inode mod 16.
+_PIPE_SEND = _TRY + """
+def aio():
+    ctx = ctypes.c_ulong(0)
+    if libc.syscall({"x86_64": 206, "aarch64": 0}[platform.machine()], 1, ctypes.byref(ctx)):
+        raise OSError(ctypes.get_errno(), "io_setup")
+    return "io_setup allowed"
+attempt(aio)
+def send():
+    while True:
+        r, w = os.pipe()
+        ino = os.fstat(r).st_ino
+        os.close(r), os.close(w)
+        if (ino + 1) % 16 == 5:
+            return f"sent 5 at {ino + 1}"
+attempt(send)
+"""
+_PIPE_RECEIVE = _TRY + """
+attempt(lambda: os.fstat(os.pipe()[0]).st_ino % 16)
+attempt(lambda: os.fstat(os.pipe2(os.O_CLOEXEC)[0]).st_ino % 16)
+"""
+# Sender: fork until the next process's pidfs inode is 5 mod 16. Receiver: its own pidfd's inode,
+# through pidfd_open and through clone(CLONE_PIDFD).
+_PIDFS_SEND = _TRY + """
+def send():
+    last = os.fstat(os.pidfd_open(os.getpid())).st_ino
+    while (last + 1) % 16 != 5:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        last = os.fstat(os.pidfd_open(pid)).st_ino
+        os.waitpid(pid, 0)
+    return f"sent 5 at {last + 1}"
+attempt(send)
+"""
+_PIDFS_RECEIVE = _TRY + """
+attempt(lambda: os.fstat(os.pidfd_open(os.getpid())).st_ino % 16)
+def clone_pidfd():
+    pidfd = ctypes.c_int(-1)  # CLONE_PIDFD | SIGCHLD: the child's pidfd, written at parent_tid
+    pid = libc.syscall({"x86_64": 56, "aarch64": 220}[platform.machine()], 0x1000 | 17, 0, ctypes.byref(pidfd), 0, 0)
+    if pid == 0:
+        os._exit(0)
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), "clone")
+    os.waitpid(pid, 0)
+    return os.fstat(pidfd.value).st_ino % 16
+attempt(clone_pidfd)
+"""
+# Sender: none needed (the load average moves with the whole machine, a program's CPU time
+# included). Receiver: the load average, free memory and task count (sysinfo; os.getloadavg uses
+# it), and the counters of /proc (forks since boot, the last pid, inodes and files in use).
+_LOAD_RECEIVE = _TRY + """
+attempt(os.getloadavg)
+def sysinfo():
+    info = ctypes.create_string_buffer(256)
+    if libc.sysinfo(info):
+        raise OSError(ctypes.get_errno(), "sysinfo")
+    return "sysinfo allowed"
+attempt(sysinfo)
+for path in ["/proc/stat", "/proc/loadavg", "/proc/sys/fs/inode-nr", "/proc/sys/fs/file-nr",
+             "/proc/sys/kernel/ns_last_pid"]:
+    attempt(lambda: open(path).read()[:20])
+"""
+COUNTERS = {"pipe inode": (_PIPE_SEND, _PIPE_RECEIVE), "pidfs inode": (_PIDFS_SEND, _PIDFS_RECEIVE),
+            "load": ("pass", _LOAD_RECEIVE)}
+
+
+@pytest.mark.parametrize("channel", sorted(COUNTERS))
+def test_no_global_counter_carries_a_message_to_the_next_program(one_worker, channel):
+    """Nothing survives a program, but the kernel's global counters move with what it did: the
+    pipe inode counter (get_next_ino, which aio contexts move too), the pidfs inode every fork
+    takes, the load average. A program reads none of them (its seccomp filter refuses pipe, pipe2,
+    io_setup, pidfd_open, clone with CLONE_PIDFD and sysinfo; its /proc is empty), so the sample
+    after it cannot learn what it wrote."""
+    send, receive = COUNTERS[channel]
+    first, second = one_worker.run_many([send, receive])
+    assert first.ok and second.ok, (first, second)
+    assert set((first.stdout + second.stdout).split()) <= {"refused"}, (first.stdout, second.stdout)
+    assert second.stdout.split().count("refused") == {"pipe inode": 2, "pidfs inode": 2, "load": 7}[channel]
+
+
 COLLIDING_REPLY = """
 import sys
 # 50,000 integers with one hash (k * (2**61 - 1) all hash to 0), sent as a set: the grader building

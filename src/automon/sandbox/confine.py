@@ -222,8 +222,15 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "m
            "memfd_create", "memfd_secret", "shmget", "msgget", "semget", "mq_open",
            # every socket: there is no network to reach, their buffers are kernel memory, and AF_VSOCK
            # is not namespaced at all
-           "socket", "socketpair")
+           "socket", "socketpair",
+           # kernel-global counters a program could move and the next one read (a few bits from one
+           # program to the next in the same worker): pipes take their inode number from the
+           # kernel's get_next_ino() counter (as aio contexts do), a pidfd's inode is the pidfs
+           # number of every process the machine forked, sysinfo shows the load average, free memory
+           # and task count. A program's stdio and call pipes are made for it before the filter.
+           "pipe", "pipe2", "io_setup", "pidfd_open", "sysinfo")
 _F_SETPIPE_SZ = 1031
+_CLONE_PIDFD = 0x1000
 # Per architecture: the AUDIT_ARCH value, the syscall numbers, and the first number of a second
 # ABI sharing the architecture value (x86_64's x32), refused whole.
 _ARCHES = {
@@ -234,7 +241,8 @@ _ARCHES = {
                                 io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                                 ptrace=101, process_vm_readv=310, process_vm_writev=311, memfd_create=319,
                                 memfd_secret=447, shmget=29, msgget=68, semget=64, mq_open=240, socket=41,
-                                socketpair=53, fcntl=72), 0x40000000),
+                                socketpair=53, fcntl=72, pipe=22, pipe2=293, io_setup=206,
+                                pidfd_open=434, sysinfo=99), 0x40000000),
     "aarch64": (0xC00000B7, dict(unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, clone=220,
                                  clone3=435, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
                                  fsmount=432, fspick=433, mount_setattr=442, keyctl=219, add_key=217,
@@ -242,26 +250,27 @@ _ARCHES = {
                                  io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                                  ptrace=117, process_vm_readv=270, process_vm_writev=271, memfd_create=279,
                                  memfd_secret=447, shmget=194, msgget=186, semget=190, mq_open=180, socket=198,
-                                 socketpair=199, fcntl=25), None),
+                                 socketpair=199, fcntl=25, pipe2=59, io_setup=0,
+                                 pidfd_open=434, sysinfo=179), None),
 }
 
 
 def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter as BPF instructions (code, jt, jf, k): another architecture's system calls are
-    fatal; the calls in _DENIED, fcntl(F_SETPIPE_SZ) and clone with a namespace flag fail with
-    EPERM; clone3 with ENOSYS (its flags are behind a pointer, out of a filter's reach; the C
+    fatal; the calls in _DENIED, fcntl(F_SETPIPE_SZ) and clone with a namespace flag or
+    CLONE_PIDFD fail with EPERM; clone3 with ENOSYS (its flags are behind a pointer, out of a filter's reach; the C
     library then uses clone)."""
     arch, nr, second_abi = _ARCHES[machine]
     prog = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, arch), (_RET, 0, 0, _KILL), (_LD_ABS, 0, 0, 0)]
     if second_abi is not None:
         prog += [(_JGE, 0, 1, second_abi), (_RET, 0, 0, _ERRNO | _ENOSYS)]
-    for name in _DENIED:
+    for name in (n for n in _DENIED if n in nr):  # aarch64 has no pipe(), only pipe2()
         prog += [(_JEQ, 0, 1, nr[name]), (_RET, 0, 0, _ERRNO | _EPERM)]
     prog += [(_JEQ, 0, 1, nr["clone3"]), (_RET, 0, 0, _ERRNO | _ENOSYS)]
     prog += [(_JEQ, 0, 4, nr["fcntl"]), (_LD_ABS, 0, 0, 24),  # args[1], the command
              (_JEQ, 0, 1, _F_SETPIPE_SZ), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
     prog += [(_JEQ, 0, 3, nr["clone"]), (_LD_ABS, 0, 0, 16),  # args[0], its low 32 bits (little-endian)
-             (_JSET, 0, 1, _NS_FLAGS), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
+             (_JSET, 0, 1, _NS_FLAGS | _CLONE_PIDFD), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
     return prog
 
 
