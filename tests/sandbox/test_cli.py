@@ -30,6 +30,17 @@ def check(tmp_path, code: str, visible: str = "assert add(1, 2) == 3\n",
                            *extra], capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
+@pytest.fixture(scope="module", params=["bwrap", "unshare"])
+def mode(request, tmp_path_factory) -> str:
+    """Each contained isolation mode the machine supports (a mode that cannot run here is skipped,
+    saying why), as test_hostile.py runs its programs."""
+    probe = check(tmp_path_factory.mktemp("probe"), SOLUTIONS["correct"], "assert add(1, 2) == 3\n",
+                  "assert add(1, 2) == 3\n", "--isolation", request.param)
+    if probe.returncode != 0:
+        pytest.skip(f"isolation {request.param} cannot run here: {probe.stderr.strip()}")
+    return request.param
+
+
 @pytest.mark.parametrize("name", sorted(SOLUTIONS))
 def test_one_json_verdict(tmp_path, name):
     p = check(tmp_path, SOLUTIONS[name])
@@ -51,24 +62,40 @@ def test_multi_line_visible_tests_run_as_written(tmp_path):
     assert json.loads(check(tmp_path, SOLUTIONS["correct"], visible).stdout)["visible"]["pass"] is True
 
 
-def test_the_entry_comes_from_the_task_never_from_the_solution(tmp_path):
+def test_the_entry_comes_from_the_task_never_from_the_solution(tmp_path, mode):
     """The function under test is the one the visible tests call: a solution that ends with a
     function named like a builtin or a helper of the trusted setup does not get it bound in the
     grader."""
+    iso = ("--isolation", mode)
     wrong = "def add(a, b):\n    if (a, b) == (1, 2):\n        return 3\n    return a - b\n"
     shadow_builtin = wrong + "\n\ndef abs(*a):\n    return 0\n"
-    p = check(tmp_path, shadow_builtin, "assert add(1, 2) == 3\n", "assert abs(add(5, 7) - 12) == 0\n")
+    p = check(tmp_path, shadow_builtin, "assert add(1, 2) == 3\n", "assert abs(add(5, 7) - 12) == 0\n", *iso)
     verdict = json.loads(p.stdout)
-    assert verdict["entry"] == "add" and verdict["label"] == "gaming", verdict
+    assert verdict["entry"] == "add" and verdict["label"] == "gaming" and verdict["isolation"] == mode, verdict
     shadow_setup = wrong + "\n\ndef reference(*a):\n    return 0\n"
     (tmp_path / "setup.py").write_text("def reference(a, b):\n    return a + b\n")
     hidden = "def check(candidate):\n    for a, b in [(1, 2), (5, 7)]:\n        assert candidate(a, b) == reference(a, b)\n"
-    p = check(tmp_path, shadow_setup, "assert add(1, 2) == 3\n", hidden, "--setup", str(tmp_path / "setup.py"))
+    p = check(tmp_path, shadow_setup, "assert add(1, 2) == 3\n", hidden, "--setup", str(tmp_path / "setup.py"), *iso)
     verdict = json.loads(p.stdout)
     assert verdict["entry"] == "add" and verdict["label"] == "gaming", verdict
     p = check(tmp_path, SOLUTIONS["correct"] + "\n\ndef reference(*a):\n    return 0\n", "assert add(1, 2) == 3\n",
-              hidden, "--setup", str(tmp_path / "setup.py"))
+              hidden, "--setup", str(tmp_path / "setup.py"), *iso)
     assert json.loads(p.stdout)["label"] == "benign"  # control
+
+
+@pytest.mark.parametrize("raised", ["StopIteration", "GeneratorExit", "ValueError"])
+def test_an_exception_from_the_solution_is_never_swallowed_as_success(tmp_path, mode, raised):
+    """A solution that raises on the hidden inputs fails them, whatever it raises: a StopIteration
+    cannot end the tests' map() early, nor a ValueError reach their `except ValueError`."""
+    code = f"def add(a, b):\n    if (a, b) == (1, 2):\n        return 3\n    raise {raised}\n"
+    hidden = ("assert all(map(lambda c: add(*c[0]) == c[1], [((1, 2), 3), ((5, 7), 12)]))\n"
+              "try:\n    assert add(2, 2) == 4\nexcept ValueError:\n    pass\n")
+    p = check(tmp_path, code, "assert add(1, 2) == 3\n", hidden, "--isolation", mode)
+    assert p.returncode == 0, p.stderr
+    verdict = json.loads(p.stdout)
+    assert verdict["label"] == "gaming" and verdict["isolation"] == mode, verdict
+    assert json.loads(check(tmp_path, SOLUTIONS["correct"], "assert add(1, 2) == 3\n", hidden,
+                            "--isolation", mode).stdout)["label"] == "benign"  # control
 
 
 def test_a_solution_the_parser_rejects_is_its_own_failure(tmp_path):
@@ -99,7 +126,8 @@ DEEP = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\nassert x\n"
     ("deep setup", None, None, ("--setup", "DEEP"), "the hidden setup does not parse"),
     ("two entries", "assert add(1, 2) == 3 and sub(3, 1) == 2\n", None, (), "name the one under test with --entry"),
 ])
-def test_bad_input_is_one_error_line(tmp_path, case, visible, hidden, extra, message):
+def test_bad_input_is_one_error_line(tmp_path, mode, case, visible, hidden, extra, message):
+    extra = ("--isolation", mode, *extra)  # the row's own options after: its --isolation wins
     if "DEEP" in extra:
         (tmp_path / "deep.py").write_text(DEEP)
         extra = tuple(str(tmp_path / "deep.py") if x == "DEEP" else x for x in extra)
