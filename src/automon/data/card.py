@@ -155,6 +155,27 @@ def _constructs_section(constructs: dict | None) -> str:
             "the check read:\n\n" + "\n".join(rows) + "\n\n")
 
 
+# Wordings released before build-v2 (docs/data.md, "Older builds"): they still build byte for byte.
+_BEFORE_BUILD_V2 = ("v1", "v2", "v3", "v4")
+
+
+def _old_wordings_note(manifest: dict) -> str:
+    """A build of wordings v1-v4 by build-v2 or later: the samples are as before, the data hash is not,
+    and an adapter trained on a build made before is recognised only on that build."""
+    wordings = ((manifest.get("config") or {}).get("wordings") or {}).get("version")
+    if wordings not in _BEFORE_BUILD_V2 or manifest.get("build_version") in (None, "build-v1"):
+        return ""
+    return (f"**Wordings {wordings} was released before `build-v2`.** This build's samples (`test.jsonl`, "
+            f"`train.jsonl`) are byte for byte those of a build of the same config made before (built under the "
+            "same sandbox isolation mode: every sg_code sample of v1-v4 records it), but its `manifest.json` is "
+            f"not: `{manifest['build_version']}` keeps the machine's facts (code and library versions, isolation, "
+            "workers) in `build_log.json`, so its data hash (the manifest's sha256) is new. An adapter trained on "
+            "a build made before `build-v2` records that build's data hash and is recognised only against that "
+            "build's own files (keep its directory, `manifest.json` included, to evaluate it); on this build the "
+            "evaluation refuses it as trained on another build (allow_other_build=true evaluates it, marked "
+            "CONTAMINATED). Retrain on this build to evaluate here (docs/data.md, \"Older builds\").\n\n")
+
+
 def dataset_card(manifest: dict, record: dict | None = None) -> str:
     """The card of a build. `record`: its build record (automon.data.write.build_record); a manifest
     written before the record existed (build-v1) held the same facts itself."""
@@ -187,6 +208,7 @@ def dataset_card(manifest: dict, record: dict | None = None) -> str:
                     "samples ran with the builder's own privileges, files and network. A program that escaped "
                     "could have changed any file or label of this build; rebuild with isolation where it can "
                     "run (docs/security.md) before trusting it.**\n\n")
+    warning += _old_wordings_note(manifest)
     return f"""# automon monitor benchmark build
 
 {warning}Paired test set of {n_test:,} samples and a disjoint training corpus of {n_train:,} samples for training and
