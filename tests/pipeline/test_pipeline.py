@@ -201,6 +201,38 @@ def test_stages_run_in_their_own_session_and_ctrl_c_is_passed_on_once(tmp_path):
             signal.signal(s, h)
 
 
+def test_after_ctrl_c_no_stage_says_running_and_the_interrupted_ones_say_so(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the smoke experiment trained two runs at once (train.parallel=2): the third, queued,
+    then printed 'train sg_code: running' just before 'stopped by signal SIGINT'; the running ones' last
+    line was their 'running'."""
+    import signal
+
+    import automon.pipeline.proc as proc
+    from automon.stage_status import Currency, Status
+
+    p = _smoke_pipeline(tmp_path)
+    assert p.c.train.parallel == 2 and len(p.train_runs) == 3
+    monkeypatch.setattr(proc, "_stopped", [])
+    started = []
+
+    def ctrl_c_while_it_runs(argv, env, log, echo, prefix):
+        started.append(argv)
+        proc._forward(signal.SIGINT, None)  # what the pipeline's handler does on Ctrl-C: passed on once
+        return 130  # the stage stops (training after its checkpoint)
+
+    monkeypatch.setattr(proc, "run_logged", ctrl_c_while_it_runs)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(proc.Stopped, match="stopped by signal SIGINT"):
+        p._train_local([(r, Status(Currency.MISSING, "no run yet")) for r in p.train_runs.values()])
+    lines = [ln.removeprefix("[pipeline] ") for ln in capsys.readouterr().out.splitlines()]
+    said = {name: [ln for ln in lines if ln.startswith(f"{name}: ")] for name in (r.name for r in p.train_runs.values())}
+    ran = [name for name, own in said.items() if own]
+    assert 1 <= len(ran) == len(started) <= 2, lines  # a stage says 'running' only when it runs: never the queued one
+    for name in ran:
+        assert said[name][0].startswith(f"{name}: running (")
+        assert said[name][-1] == f"{name}: interrupted (exit status 130); SIGINT stops the pipeline", lines
+
+
 def test_config_diff_and_run_names():
     from automon.pipeline.stages import entry_dirname
     from automon.stage_status import config_diff

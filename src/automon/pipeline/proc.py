@@ -53,6 +53,11 @@ def check_stopped() -> None:
         raise Stopped(_stopped[0])
 
 
+def stopped_by() -> str | None:
+    """The signal that stopped the pipeline (SIGINT, ...), None while none has."""
+    return signal.Signals(_stopped[0]).name if _stopped else None
+
+
 def run_logged(argv: Sequence[str], env: dict[str, str], log_path: Path, echo: bool, prefix: str) -> int:
     """Run `argv`, appending its output to `log_path` and echoing it with `prefix`. Returns the exit status."""
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -105,13 +105,23 @@ class Pipeline:
     def say(self, msg: str) -> None:
         proc.say(f"[pipeline] {msg}")
 
-    def _run(self, argv: list[str], log_name: str, prefix: str, env: dict | None = None) -> None:
+    def _starting(self, line: str) -> None:
+        """Say a stage starts ('train sg_code: running (...)'), unless a signal has stopped the pipeline:
+        a training run queued behind train.parallel said 'running' after Ctrl-C and stopped at once."""
+        proc.check_stopped()
+        self.say(line)
+
+    def _run(self, argv: list[str], log_name: str, prefix: str, env: dict | None = None, *,
+             name: str | None = None) -> None:
         proc.check_stopped()
         self.say("$ " + shlex.join(argv))
         if self.c.dry_run:
             return
         log = self.logs / f"{log_name}.log"
         rc = proc.run_logged(argv, env or self.env, log, self.c.echo, prefix)
+        if proc.stopped_by():  # the stage's last line is not its 'running'
+            ended = "finished" if rc == 0 else f"interrupted (exit status {rc})"
+            self.say(f"{name or log_name}: {ended}; {proc.stopped_by()} stops the pipeline")
         proc.check_stopped()
         if rc != 0:
             raise PipelineError(f"{log_name} failed (exit status {rc}):\n  {shlex.join(argv)}\n"
@@ -197,10 +207,10 @@ class Pipeline:
             self._skip(r, st)
         else:
             why = self._why("build", st)
-            self.say(f"build: {self.verb} ({why})")
+            self._starting(f"build: {self.verb} ({why})")
             # anything at build.out (another config's build, a damaged one, a forced rebuild) is replaced
             cmd = r.command(self.py, self.repo, *(["overwrite=true"] if st.state is not Currency.MISSING else []))
-            self._run(cmd, "build", "  build | ")
+            self._run(cmd, "build", "  build | ", name="build")
             self.summary.append(("build", self.verb if c.dry_run else "ran", why))
             self.build_pending = c.dry_run
         self._record("build", r, st, "ran" if cmd else "current", cmd)
@@ -239,9 +249,9 @@ class Pipeline:
         def one(item: tuple[StageRun, Status]) -> None:
             r, st = item
             why = self._why("train", st)
-            self.say(f"{r.name}: {self.verb} ({why})")
+            self._starting(f"{r.name}: {self.verb} ({why})")
             cmd = r.command(self.py, self.repo, *(["overwrite=true"] if self._overwrite(st) else []))
-            self._run(cmd, r.name.replace(" ", "-"), f"  {r.name} | ", env)
+            self._run(cmd, r.name.replace(" ", "-"), f"  {r.name} | ", env, name=r.name)
             self.summary.append((r.name, self.verb if c.dry_run else "ran", why))
             self._record(r.name, r, st, "ran", cmd)
 
@@ -263,10 +273,10 @@ class Pipeline:
             if not group:
                 continue
             for r, st in group:
-                self.say(f"{r.name}: {'would submit' if c.dry_run else 'submitting'} via "
-                         f"hydra/launcher={c.train.launcher} ({self._why('train', st)})")
+                self._starting(f"{r.name}: {'would submit' if c.dry_run else 'submitting'} via "
+                               f"hydra/launcher={c.train.launcher} ({self._why('train', st)})")
             cmd = train_multirun_cmd(c, self.py, self.repo, [entries[r.name] for r, _ in group], overwrite)
-            self._run(cmd, "train-multirun", "  train | ")
+            self._run(cmd, "train-multirun", "  train | ", name=", ".join(r.name for r, _ in group))
             for r, st in group:
                 why = f"via {c.train.launcher}: {self._why('train', st)}"
                 self.summary.append((r.name, self.verb if c.dry_run else "ran", why))
@@ -301,9 +311,9 @@ class Pipeline:
                 self._record(r.name, r, st, "current", None)
                 continue
             why = self._why("probe", st)
-            self.say(f"{r.name}: {self.verb} ({why})")
+            self._starting(f"{r.name}: {self.verb} ({why})")
             cmd = r.command(self.py, self.repo)
-            self._run(cmd, r.name.replace(" ", "-"), f"  {r.name} | ")
+            self._run(cmd, r.name.replace(" ", "-"), f"  {r.name} | ", name=r.name)
             self.summary.append((r.name, self.verb if c.dry_run else "ran", why))
             self._record(r.name, r, st, "ran", cmd)
         if self.probe_runs:
@@ -323,9 +333,9 @@ class Pipeline:
                 self._skip(r, st)
             else:
                 why = self._why("eval", st)
-                self.say(f"{key}: {self.verb} ({why})")
+                self._starting(f"{key}: {self.verb} ({why})")
                 cmd = r.command(self.py, self.repo)
-                self._run(cmd, key.replace(" ", "_"), f"  {key} | ")
+                self._run(cmd, key.replace(" ", "_"), f"  {key} | ", name=key)
                 self.summary.append((key, self.verb if c.dry_run else "ran", why))
             self._record(key, r, st, "ran" if cmd else "current", cmd)
             if len(self.eval_runs) > 1:
