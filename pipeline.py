@@ -16,6 +16,8 @@ under evals/<name>/pipeline/logs/).
 Exit status: 0 done, 2 a problem to fix (message on stderr), 128+signal stopped.
 """
 
+import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is one line, exit 130)
+
 import sys
 from pathlib import Path
 

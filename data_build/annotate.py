@@ -13,6 +13,8 @@ Keys: automon.data.annotate (ExportConfig, ImportConfig, SafetyExportConfig, Saf
 what each does: its docstring.
 """
 
+import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is one line, exit 130)
+
 import sys
 
 from automon.data.annotate import main

@@ -8,6 +8,7 @@ Prints the table, writes audit.json, audit.md and audit.png to `out`, and exits 
 the ceiling and audit.on_exceed=fail. Every build runs the same audit into its manifest.
 """
 
+import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is one line, exit 130)
 from automon.config.build import register
 from automon.data.cli import main_audit
 from automon.errors import entry

@@ -6,6 +6,7 @@ Usage:
     python data_build/build.py sources.root=../shared/data/raw test.sg_code=100 disjoint.on_conflict=fail
 """
 
+import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is one line, exit 130)
 from automon.config.build import register
 from automon.data.cli import main_build
 from automon.errors import entry

@@ -10,6 +10,7 @@ Usage:
 Outputs and settings: docs/evaluation.md.
 """
 
+import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is one line, exit 130)
 from automon.config.eval import register
 from automon.errors import entry
 from automon.evaluation import USER_ERRORS, run

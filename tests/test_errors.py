@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +122,49 @@ def test_an_unknown_flag_is_one_line_not_argparse_usage(script):
     assert "invalid choice: 'bogus'" in only_line(run(script, "--cfg", "bogus"))
     r = run(script, "--cfg", "job")
     assert r.returncode == 0 and "what: ok" in r.stdout, r.stderr
+
+
+# Python runs sitecustomize (first on PYTHONPATH) before the script: this one sends the process SIGINT
+# when the module named by $SIGINT_AT is first imported, i.e. Ctrl-C at that moment of the script's
+# start-up, every time (a SIGINT sent from outside 0.4-0.7 s after start lands somewhere by chance).
+SIGINT_AT = '''
+import os, signal, sys
+
+
+class SigintAt:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["SIGINT_AT"]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+sys.meta_path.insert(0, SigintAt())
+'''
+
+REPO = Path(__file__).resolve().parents[1]
+ENTRY_SCRIPTS = ("eval/holdout.py", "data_build/build.py", "data_build/audit.py", "data_build/annotate.py",
+                 "train/sft.py", "train/probe.py", "pipeline.py")
+
+
+def test_every_entry_script_imports_the_start_up_guard_first():
+    scripts = {str(p.relative_to(REPO)) for d in ("eval", "data_build", "train") for p in (REPO / d).glob("*.py")}
+    assert scripts | {"pipeline.py"} == set(ENTRY_SCRIPTS)
+    for s in ENTRY_SCRIPTS:
+        code = [ln for ln in ast.parse((REPO / s).read_text()).body if not isinstance(ln, ast.Expr)]  # docstring
+        assert isinstance(code[0], ast.Import) and code[0].names[0].name == "automon.startup", s
+
+
+@pytest.mark.parametrize("at", ["automon.config", "omegaconf", "hydra"])  # three points of the imports
+@pytest.mark.parametrize("script", ENTRY_SCRIPTS)
+def test_ctrl_c_while_an_entry_script_still_imports_is_one_line_and_exit_130(tmp_path, script, at):
+    """Ctrl-C in the first second, before entry() runs, was a KeyboardInterrupt traceback."""
+    (tmp_path / "sitecustomize.py").write_text(SIGINT_AT)
+    env = {k: v for k, v in os.environ.items() if k != "AUTOMON_DEBUG"}
+    env.update(SIGINT_AT=at, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, str(REPO / script), f"output_dir={tmp_path / 'o'}"], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path, env=env)
+    assert r.returncode == 130 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: interrupted (Ctrl-C)") and "rerun the same command" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sitecustomize.py"]  # nothing written

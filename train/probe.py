@@ -9,6 +9,7 @@ The probe goes to <cache_dir or $AUTOMON_CACHE>/probes/<identity hash>, where
 `python eval/holdout.py backend=probe` with the same settings finds it; rerunning is a no-op.
 """
 
+import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is one line, exit 130)
 from automon.config.probe import register
 from automon.errors import entry
 from automon.evaluation import USER_ERRORS

@@ -11,6 +11,8 @@ Rerunning the same command resumes from the last checkpoint; SIGTERM/SIGUSR1 sav
 Exit status: 0 done, 2 a problem to fix (message on stderr), 128+signal stopped after a checkpoint.
 """
 
+import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is one line, exit 130)
+
 import sys
 from pathlib import Path
 

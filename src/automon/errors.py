@@ -17,6 +17,7 @@ import errno
 import functools
 import os
 import re
+import signal
 import sys
 import traceback
 from typing import Any, Callable, Iterable
@@ -148,6 +149,26 @@ def interrupted(e: BaseException) -> int:
     return INTERRUPTED_STATUS
 
 
+def _interrupted_while_starting(signum: int, frame: Any) -> None:
+    raise SystemExit(interrupted(KeyboardInterrupt()))
+
+
+def guard_start() -> None:
+    """Ctrl-C while an entry script still imports (torch, hydra, ...: the first second or so, before
+    `entry` runs) gives the same one line and exit status 130 as later, not a KeyboardInterrupt
+    traceback. Every entry script imports automon.startup first, which calls this; `entry` (or the
+    script's own main: end_start) hands Ctrl-C back to Python's KeyboardInterrupt where it catches it.
+    Leaves SIGINT alone where it is not Python's default (ignored in a background job, a caller's own)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+
+def end_start() -> None:
+    """From here on Ctrl-C is a KeyboardInterrupt again (the caller catches it with `interrupted`)."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def entry(config_path: str, config_name: str, also: tuple[type[BaseException], ...] = ()
           ) -> Callable[[Callable[[Any], int | None]], Callable[[], None]]:
     """`hydra.main` for automon's entry scripts, under the convention above.
@@ -182,15 +203,16 @@ def entry(config_path: str, config_name: str, also: tuple[type[BaseException], .
 
         @functools.wraps(task)
         def main() -> None:
-            flags = unknown_flags(sys.argv[1:])
-            if flags:  # argparse would print its 7-line usage
-                print(f"error: {flags}", file=sys.stderr, flush=True)
-                sys.exit(USER_ERROR_STATUS)
             # Before the job, Hydra reports composition errors (bad override, unknown key or option)
             # in several lines with exit status 1, unless HYDRA_FULL_ERROR is set: then it raises them.
             previous = os.environ.get("HYDRA_FULL_ERROR")
             os.environ["HYDRA_FULL_ERROR"] = "1"
             try:
+                end_start()  # Ctrl-C: a KeyboardInterrupt, caught below or by the job (training checkpoints)
+                flags = unknown_flags(sys.argv[1:])
+                if flags:  # argparse would print its 7-line usage
+                    print(f"error: {flags}", file=sys.stderr, flush=True)
+                    sys.exit(USER_ERROR_STATUS)
                 hydra_main()
             except HydraException as e:
                 report(e)

@@ -43,7 +43,7 @@ from automon.data.recipes.base import Drops
 from automon.data.recipes.common import short_hash
 from automon.data.recipes.safety import pair_digest, safety_code_items, safety_qa_items
 from automon.data.verdicts import AnnotationError, annotations_dir, verdicts_path
-from automon.errors import UserError, at_least, report
+from automon.errors import UserError, at_least, end_start, report
 from automon.sources import read_source
 from automon.sources.synthetic import synthetic_marker
 
@@ -562,6 +562,7 @@ def main(argv: list[str]) -> int:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    end_start()  # the script's imports are done: Ctrl-C is Python's KeyboardInterrupt again, as before
     try:
         if not argv or argv[0] not in COMMANDS:
             raise AnnotationError(f"unknown command {argv[0] if argv else '(none)'!r}", None,
