@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -62,6 +62,23 @@ class OODConfig:
 
 
 @dataclass
+class ParaphraseConfig:
+    """stress=[paraphrase] with a policy model (automon.evaluation.stresses.paraphrase; docs/evaluation.md,
+    "Stresses"): the model rewrites each prose response whose answer the build's extractors read, and a
+    pair whose rewrites fail the checks takes the rules. The model is named and run as the build's
+    generator=policy names and runs its policy (the same keys as the build's `policy` node; automon.policy.run).
+    The model name, backend and backend_args are checked at start-up (automon.evaluation.identity.as_config)."""
+    model: Optional[str] = None  # a conf/model/<name>.yaml option (tiny, smollm2_135m_instruct, qwen3_8b, ...); null: the rules alone
+    backend: str = "hf"          # the judge backend that generates the rewrites: hf | vllm | openai
+    # Keys of that backend's config (conf/backend/<name>.yaml), added with a leading +, e.g.
+    # +paraphrase.backend_args.device=cpu; a key the backend lacks stops the evaluation at start-up.
+    backend_args: Dict[str, Any] = field(default_factory=dict)
+    max_new_tokens: int = 512    # rewrite budget per response (greedy); a cut rewrite fails the checks
+    seed: int = 0                # generation seed (greedy decoding; the API's seed)
+    cache: str = "data/cache/paraphrase"  # rewrites cached here by model identity, prompt and sample id
+
+
+@dataclass
 class HoldoutConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
@@ -114,6 +131,8 @@ class HoldoutConfig:
     # (the registry is part of the evaluation package, which this module may not import).
     stress: List[str] = field(default_factory=list)
     stress_seed: int = 0         # seeds every stress's choices (wording, place) per pair
+    # stress=[paraphrase] by a policy model besides the rules (paraphrase.model=null: the rules alone)
+    paraphrase: ParaphraseConfig = field(default_factory=ParaphraseConfig)
 
     def __post_init__(self) -> None:
         b = self.backend
@@ -138,12 +157,19 @@ class HoldoutConfig:
             raise ConfigError(f"data.max_pairs_per_subset={self.data.max_pairs_per_subset} is out of range; use a "
                               "number of pairs >= 1, or null for all")
         for key, value in (("bootstrap.seed", self.bootstrap.seed), ("shots_seed", self.shots_seed),
-                           ("ood.seed", self.ood.seed), ("stress_seed", self.stress_seed)):
+                           ("ood.seed", self.ood.seed), ("stress_seed", self.stress_seed),
+                           ("paraphrase.seed", self.paraphrase.seed)):
             if value < 0:
                 raise ConfigError(f"{key}={value} is out of range; use a seed >= 0")
         problem = (common_problem(self) if self.backend.local_model else None) or wandb_problem(self.wandb)
         if problem:
             raise ConfigError(problem)
+        if self.paraphrase.max_new_tokens < 1:
+            raise ConfigError(f"paraphrase.max_new_tokens={self.paraphrase.max_new_tokens} is out of range; use a "
+                              "value >= 1")
+        if self.paraphrase.model is not None and not str(self.paraphrase.model).strip():
+            raise ConfigError("paraphrase.model= is empty; name a conf/model/<name>.yaml option, or "
+                              "paraphrase.model=null for the rules alone")
         if getattr(b, "max_new_tokens", 1) < 1:
             raise ConfigError(f"backend.max_new_tokens={b.max_new_tokens} is out of range; use a value >= 1")
         if self.backend.local_model and self.model.dtype not in DTYPES:

@@ -4,7 +4,9 @@ its outputs are computed from. Both the evaluation (automon.evaluation.run) and 
 
 An evaluation's outputs depend on its config (all of it but where it writes and how it reports
 progress), the data build (manifest sha256), the monitors it scored (names, matrix labels, adapter
-content hashes) and the metrics version. `identity` computes that; the evaluation records it in
+content hashes) and the metrics version; with stress=, each stress's version and the robustness
+version, and with stress=[paraphrase] by a model, that model (paraphrase.model: name, backend, weights
+identity, budget, seed, instruction version). `identity` computes that; the evaluation records it in
 <output_dir>/identity.json once every output is written (`record`; publishing a new output set
 removes the old record first, automon.evaluation.publish).
 """
@@ -20,6 +22,7 @@ from omegaconf import OmegaConf
 
 from automon.config.eval import HoldoutConfig
 from automon.evaluation.robustness import ROBUSTNESS_VERSION, STRESSES, check_stress
+from automon.evaluation.stresses.paraphrase import model_identity
 from automon.monitors import BASE, Monitor
 from automon.metrics import METRICS_VERSION
 
@@ -69,8 +72,12 @@ def output_dir(c: HoldoutConfig, monitors: Sequence[Monitor]) -> Path:
 
 def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) -> dict:
     """What an evaluation's outputs are computed from (JSON-shaped)."""
+    config = OmegaConf.to_container(OmegaConf.structured(c), resolve=True)
+    # The paraphrase model counts only where it rewrites (stress=[paraphrase], paraphrase.model set):
+    # then "paraphrase" below records it; else the identity stays what it was before the key existed.
+    config.pop("paraphrase", None)  # type: ignore[union-attr]
     ident = {
-        "config": OmegaConf.to_container(OmegaConf.structured(c), resolve=True),
+        "config": config,
         "data_manifest_hash": manifest_hash,
         "monitors": {m.name: {"label": m.row, "adapter_hash": m.adapter_hash} for m in monitors},
         "metrics_version": METRICS_VERSION,
@@ -79,6 +86,9 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
         # a stress whose version changed stressed other bytes: its outputs are not current
         ident["stresses"] = {name: STRESSES[name].version for name in c.stress}
         ident["robustness_version"] = ROBUSTNESS_VERSION
+        paraphrase_model = model_identity(c)  # the stressed bytes depend on the model that rewrote them
+        if paraphrase_model is not None:
+            ident["paraphrase"] = paraphrase_model
     return json.loads(json.dumps(ident))
 
 

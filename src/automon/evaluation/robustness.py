@@ -32,6 +32,7 @@ from automon.metrics import (NAN, auroc, bootstrap_auroc_change, bootstrap_detec
                              far_key, group_metrics, miss_rate, false_alarm_rate, confusion, resolve_missing,
                              threshold_at_far)
 from automon.evaluation.stresses import STRESSES, get_stress, stress  # importing registers the built-ins
+from automon.evaluation.stresses.paraphrase import paraphrase_policy
 from automon.monitors import Monitor, Rendered
 from automon.schema import SUBSETS, Sample
 
@@ -41,7 +42,10 @@ DETECTION_FAR = 0.01  # the FAR budget of the detection-rate change
 
 def check_stress(c: HoldoutConfig) -> HoldoutConfig:
     """ConfigError unless every name of stress= is a registered stress, given once, that covers one of
-    data.subsets (eval/holdout.py at start-up, the pipeline's preflight, prepare_inputs)."""
+    data.subsets (eval/holdout.py at start-up, the pipeline's preflight, prepare_inputs); and, with
+    paraphrase.model set, unless its model, backend and backend_args are ones the policy can run."""
+    if c.paraphrase.model is not None:
+        paraphrase_policy(c)
     if not c.stress:
         return c
     known = ", ".join(sorted(STRESSES)) or "none"
@@ -62,7 +66,12 @@ def stressed_sets(c: HoldoutConfig, test: Sequence[Sample]) -> dict[str, list[Sa
     for name in c.stress:
         if STRESSES[name].prepare is not None:
             STRESSES[name].prepare(Path(c.data.dir))
-    return {name: stress(test, name, c.stress_seed) for name in c.stress}
+    out = {}
+    for name in c.stress:
+        s = STRESSES[name]
+        apply = s.bind(c, [x for x in test if x.subset in s.subsets]) if s.bind is not None else None
+        out[name] = stress(test, name, c.stress_seed, apply)
+    return out
 
 
 def clean_id(row: Mapping[str, Any]) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from automon.schema import Sample
 
@@ -42,6 +42,10 @@ class Stress:
     # called once with the data build's directory before any apply (obfuscate: where the build's
     # sources, and so the hidden tests it checks against, are)
     prepare: Optional[Callable[[Path], None]] = None
+    # called once with the evaluation's config and the samples of the stress's subsets, before any of
+    # them is stressed: the apply to use in this evaluation, or None for `apply` (paraphrase: with
+    # paraphrase.model set, an apply that uses the policy model's rewrites, generated here in one batch)
+    bind: Optional[Callable[[Any, Sequence[Sample]], Optional[Callable[[Sample, random.Random], Sample]]]] = None
 
 
 STRESSES: dict[str, Stress] = {}
@@ -67,14 +71,17 @@ def stress_rng(seed: int, s: Stress, x: Sample) -> random.Random:
     return random.Random(f"{seed}:{s.name}:v{s.version}:{x.pair_id or x.id}")
 
 
-def stress(samples: Sequence[Sample], name: str, seed: int = 0) -> list[Sample]:
-    """The stressed copy of the samples of the stress's subsets, each with id `<id>~<name>`."""
+def stress(samples: Sequence[Sample], name: str, seed: int = 0,
+           apply: Optional[Callable[[Sample, random.Random], Sample]] = None) -> list[Sample]:
+    """The stressed copy of the samples of the stress's subsets, each with id `<id>~<name>`; `apply`
+    (what the stress's `bind` gave) replaces the stress's own."""
     s = get_stress(name)
+    apply = apply or s.apply
     out = []
     for x in samples:
         if x.subset not in s.subsets:
             continue
-        y = s.apply(x, stress_rng(seed, s, x))
+        y = apply(x, stress_rng(seed, s, x))
         if y.label != x.label or y.pair_id != x.pair_id or y.id != x.id:
             raise ValueError(f"stress {name} changed the label, id or pair of sample {x.id}")
         out.append(replace(y, id=f"{x.id}~{name}", pair_id=f"{x.pair_id}~{name}" if x.pair_id else None,

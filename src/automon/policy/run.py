@@ -23,15 +23,16 @@ class PolicyError(UserError, RuntimeError):
     """A policy that cannot run as configured; the message says what to change."""
 
 
-def model_config(name: str, conf_dir: Path = CONF_DIR) -> Any:
-    """conf/model/<name>.yaml as a typed ModelConfig (an unknown key or option stops here)."""
+def model_config(name: str, conf_dir: Path = CONF_DIR, key: str = "policy") -> Any:
+    """conf/model/<name>.yaml as a typed ModelConfig (an unknown key or option stops here); `key` is
+    the config node that names it (policy: the build's; paraphrase: the evaluation's paraphrase stress)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     path = conf_dir / "model" / f"{name}.yaml"
     if not path.is_file():
         options = sorted(p.stem for p in (conf_dir / "model").glob("*.yaml"))
-        raise PolicyError(f"policy.model={name!r} is not a model option", "policy.model",
+        raise PolicyError(f"{key}.model={name!r} is not a model option", f"{key}.model",
                           f"use one of: {', '.join(options)}")
     raw = OmegaConf.load(path)
     raw.pop("defaults", None)
@@ -41,37 +42,41 @@ def model_config(name: str, conf_dir: Path = CONF_DIR) -> Any:
         raise PolicyError(f"{path} does not fit the model schema: {e}", str(path)) from e
 
 
-def backend_config(name: str, args: dict) -> Any:
-    """The backend's own typed config with `policy.backend_args` over its defaults."""
+def backend_config(name: str, args: dict, key: str = "policy") -> Any:
+    """The backend's own typed config with `<key>.backend_args` over its defaults."""
     if name not in BACKENDS:
-        raise PolicyError(f"policy.backend={name!r} is not a backend", "policy.backend",
+        raise PolicyError(f"{key}.backend={name!r} is not a backend", f"{key}.backend",
                           f"use one of: {', '.join(BACKENDS)}")
     cls = BACKENDS[name]
     known = {f.name for f in dataclasses.fields(cls)} - {"name"}
     unknown = sorted(set(args) - known)
     if unknown:
-        raise PolicyError(f"policy.backend_args has key(s) {unknown} that backend={name} does not have",
-                          "policy.backend_args", f"use keys of conf/backend/{name}.yaml: {', '.join(sorted(known))}")
+        raise PolicyError(f"{key}.backend_args has key(s) {unknown} that backend={name} does not have",
+                          f"{key}.backend_args", f"use keys of conf/backend/{name}.yaml: {', '.join(sorted(known))}")
     try:
         return cls(**dict(args))
     except ConfigError as e:
-        raise PolicyError(str(e), "policy.backend_args") from e
+        raise PolicyError(str(e), f"{key}.backend_args") from e
 
 
 class Policy:
-    """One build's policy: answers (cached) and what every policy sample records about it."""
+    """One build's policy: answers (cached) and what every policy sample records about it. `pcfg` has
+    the keys of the build's `policy` node that name and run the model (model, backend, backend_args,
+    max_new_tokens, seed, cache); `key` names that node in errors (the evaluation's paraphrase stress
+    uses its own node, `paraphrase`)."""
 
-    def __init__(self, pcfg: Any):
+    def __init__(self, pcfg: Any, key: str = "policy"):
         self.cfg = pcfg
-        self.model = model_config(pcfg.model)
+        self.model = model_config(pcfg.model, key=key)
         args = dict(pcfg.backend_args or {})
-        self.backend = backend_config(pcfg.backend, args)
+        self.backend = backend_config(pcfg.backend, args, key=key)
         if "seed" in {f.name for f in dataclasses.fields(self.backend)} and "seed" not in args:
             self.backend.seed = pcfg.seed  # an API's sampling seed follows policy.seed
         try:
             self.backend.check_model(self.model)
         except ValueError as e:
-            raise PolicyError(str(e), "policy.model") from e
+            raise PolicyError(str(e), f"{key}.model") from e
+        self.key = key
         self._answers: PolicyAnswers | None = None
         self._judge = None
 
@@ -95,8 +100,8 @@ class Policy:
             log.info("policy: %s on backend=%s", self.model.name, self.backend.name)
             self._judge = self.backend.make_judge(self.model, "generate", [], tokenizer)
             if not hasattr(self._judge, "generate"):
-                raise PolicyError(f"backend={self.backend.name} cannot generate answers", "policy.backend",
-                                  "use policy.backend=hf, vllm or openai")
+                raise PolicyError(f"backend={self.backend.name} cannot generate answers", f"{self.key}.backend",
+                                  f"use {self.key}.backend=hf, vllm or openai")
             self._answers = PolicyAnswers(self._judge, self.identity(), self.cfg.cache,
                                           max_new_tokens=self.cfg.max_new_tokens,
                                           chunk_size=self.backend.chunk_size, tokenizer=tokenizer,
