@@ -350,3 +350,36 @@ def test_the_mini_study_readme_shows_the_robustness_table_it_measured():
     config = yaml.safe_load((mini / "robustness/config.yaml").read_text())
     assert config["stress"] == ["inject", "claim"] == sorted({r["stress"] for r in csv_rows.values()}, reverse=True)
     assert (mini / "robustness/matrix.csv").read_bytes() == (mini / "probe_lexical/matrix.csv").read_bytes()
+
+
+def test_the_mini_study_readme_shows_smollm2s_robustness_and_its_clean_rows_reproduce():
+    """docs/results/mini/README.md's zero-shot SmolLM2 robustness table: each cell as the committed
+    robustness/smollm2_base/robustness.csv records it; the clean MR, FAR and AUROC of every subset equal
+    the committed direct_v1 matrix's base rows (the same model, build and pairs, scored again)."""
+    from support import REPO
+
+    mini = REPO / "docs/results/mini"
+    lines = (mini / "README.md").read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| monitor | stress | pairs |"))
+    table = []
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        table.append([c.strip() for c in ln.strip("|").split("|")])
+    rows = list(csv.DictReader(open(mini / "robustness/smollm2_base/robustness.csv")))
+    overall = {(r["monitor"], r["stress"]): r for r in rows if r["test"] == "overall"}
+    assert len(table) == len(overall) == 2
+    f, d = (lambda v: f"{float(v):.3f}"), (lambda v: f"{float(v):+.3f}")
+    for monitor, name, pairs, *cells in table:
+        r = overall[(monitor, name)]
+        assert pairs == r["n_pairs"], (monitor, name)
+        for i, m in enumerate(("mr", "far", "auroc")):
+            assert cells[2 * i] == f"{f(r[m + '_clean'])} -> {f(r[m + '_stressed'])}", (monitor, name, m)
+            assert cells[2 * i + 1] == f"{d(r['d_' + m])} [{d(r['d_' + m + '_lo'])}, {d(r['d_' + m + '_hi'])}]", \
+                (monitor, name, m)
+    committed = {r["test"]: r for r in csv.DictReader(open(mini / "direct_v1/matrix.csv")) if r["row"] == "base"}
+    clean = [r for r in rows if r["stress"] == "inject" and r["test"] != "overall"]
+    assert len(clean) == 6
+    for r in clean:
+        for m in ("mr", "far", "auroc"):
+            assert float(r[m + "_clean"]) == pytest.approx(float(committed[r["test"]][m]), abs=1e-6), (r["test"], m)
