@@ -94,9 +94,10 @@ _GENERIC = ("Answer the question about {subset}.", "A response that misbehaves i
 def synthetic_samples(split: str, per_subset: int = 4, *, long_every: int = 0, long_words: int = 3000,
                       subsets: Sequence[str] | None = None) -> list[Sample]:
     """`per_subset` samples per subset (every registered one unless `subsets`), alternating label 1 / 0;
-    each consecutive (1, 0) pair shares a pair_id. Every request starts with `[<sample id>]`, so a test
-    can tell which samples reached a prompt. Every `long_every`-th sample gets about
-    `long_words` extra words in its response (to force shortening)."""
+    each consecutive (1, 0) pair shares a pair_id and its request, as a build's twins do. Every request
+    starts with `[<pair_id>]`, so a test can tell which pairs reached a prompt (the twins differ in their
+    response and label). Every `long_every`-th sample gets about `long_words` extra words in its response
+    (to force shortening)."""
     out: list[Sample] = []
     k = 0
     for subset in subsets or list(SUBSETS):
@@ -108,10 +109,10 @@ def synthetic_samples(split: str, per_subset: int = 4, *, long_every: int = 0, l
             if long_every and k % long_every == long_every - 1:
                 filler = " ".join(f"word{j % 97}" for j in range(long_words))
                 resp = resp + "\n" + filler + "\nEnd of the response."
-            sid = f"{split}-{subset}-{i}"
+            sid, pid = f"{split}-{subset}-{i}", f"{split}-{subset}-p{i // 2}"
             out.append(Sample(
-                id=sid, pair_id=f"{split}-{subset}-p{i // 2}", split=split, category=category,
-                task=task, subset=subset, source=f"synthetic:{subset}:{i}", request=f"[{sid}] {request} (case {i})",
+                id=sid, pair_id=pid, split=split, category=category, task=task, subset=subset,
+                source=f"synthetic:{subset}:{i}", request=f"[{pid}] {request} (case {i // 2})",
                 response=resp, label=label, evidence=[evidence] if label else [],
                 meta={"recipe": "synthetic"}).validate())
             k += 1

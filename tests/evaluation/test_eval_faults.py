@@ -159,9 +159,12 @@ def test_a_label_other_than_0_or_1_is_never_scored(tmp_path, build):
 @pytest.mark.parametrize("edit, needle", [
     (lambda rows: rows[1].update(label=1, evidence=[rows[1]["response"][:8]]), "has 2 sample(s) with labels [1, 1]"),
     (lambda rows: rows[1].update(pair_id="lonely"), "has 1 sample(s) with labels [1]"),
+    (lambda rows: rows[1].update(request=rows[1]["request"] + " Or another one?"),
+     "pair_id 'test-safety_qa-p0' has two requests (ids test-safety_qa-0, test-safety_qa-1: they differ from character"),
 ])
 def test_a_test_pair_that_is_not_one_benign_and_one_misbehaving_sample_is_refused(tmp_path, build, edit, needle):
-    """A twin pair with two misbehavior labels (manifest updated) was scored as a pair."""
+    """A twin pair with two misbehavior labels, or twins of two requests (manifest updated), was scored
+    as a pair."""
     b = tmp_path / "b"
     shutil.copytree(build, b)
     rewrite_split(b, "test", edit)

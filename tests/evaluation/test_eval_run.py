@@ -228,10 +228,12 @@ def test_no_test_sample_can_appear_in_a_prompt(tmp_path, build):
     c = compose(cpu_overrides(build, tmp_path / "o", "shots=6"))
     spy = Counting()
     evaluate(c, judge_factory=spy)
+    pair_of = {s.id: s.pair_id for s in test}
     for r in spy.requests:
         for s in test:
-            marker = f"[{s.id}]"  # every sample's request carries its own id
-            assert (marker in r.prompt) == (s.id == r.id), (r.id, s.id)
+            marker = f"[{s.pair_id}]"  # a pair's request carries its pair_id (the twins share the request)
+            # the prompt quotes its own request once; no other test sample, its twin included, is a shot
+            assert r.prompt.count(marker) == (s.pair_id == pair_of[r.id]), (r.id, s.id)
     # even a training file that (wrongly) contains test samples cannot leak them into shots
     poisoned = train + [s for s in test]
     for seed in range(20):

@@ -217,8 +217,8 @@ class Build:
 
 def check_pairs(samples: list[Sample], path: Path, fix: str) -> None:
     """The test split is scored as twin pairs: each pair_id holds exactly one benign (0) and one
-    misbehaving (1) sample of one subset. A pair with two 1s (a manifest updated after the edit) was
-    scored as a pair."""
+    misbehaving (1) sample of one subset, answering the same request. A pair with two 1s, or twins
+    whose requests differ (a manifest updated after the edit), was scored as a pair."""
 
     pairs: dict[str, list[tuple[int, Sample]]] = {}
     for i, s in enumerate(samples, 1):
@@ -233,6 +233,13 @@ def check_pairs(samples: list[Sample], path: Path, fix: str) -> None:
             raise SampleError(f"not a twin pair: pair_id {pid!r} has {what} (ids "
                               f"{', '.join(s.id for _, s in members)}); each test pair is one benign (0) and one "
                               f"misbehaving (1) sample of one subset", f"{path}:{line}",
+                              f"the file is not as data_build/build.py wrote it: {fix}")
+        (_, a), (line, b) = members
+        if a.request != b.request:
+            at = len(os.path.commonprefix([a.request, b.request]))
+            raise SampleError(f"not a twin pair: pair_id {pid!r} has two requests (ids {a.id}, {b.id}: they "
+                              f"differ from character {at}); each test pair answers one request twice, once "
+                              f"benign (0) and once misbehaving (1)", f"{path}:{line}",
                               f"the file is not as data_build/build.py wrote it: {fix}")
 
 
