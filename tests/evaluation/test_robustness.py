@@ -318,6 +318,30 @@ def test_an_evaluation_with_stress_is_stale_when_a_stress_changes_version(tmp_pa
     assert not st.current and "stresses" in st.reason
 
 
+def _readme_robustness_table(header: str, overall_rows: list[dict]) -> None:
+    """The table of docs/results/mini/README.md that starts with `header`: one row per (monitor, stress) of
+    `overall_rows` (a robustness.csv's overall rows), each cell as the csv records it."""
+    from support import REPO
+
+    lines = (REPO / "docs/results/mini/README.md").read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
+    table = []
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        table.append([c.strip() for c in ln.strip("|").split("|")])
+    by_key = {(r["monitor"], r["stress"]): r for r in overall_rows}
+    assert len(table) == len(by_key) >= 2
+    f, d = (lambda v: f"{float(v):.3f}"), (lambda v: f"{float(v):+.3f}")
+    for monitor, name, pairs, *cells in table:
+        r = by_key[(monitor, name)]
+        assert pairs == r["n_pairs"], (monitor, name)
+        for i, m in enumerate(("mr", "far", "auroc")):
+            assert cells[2 * i] == f"{f(r[m + '_clean'])} -> {f(r[m + '_stressed'])}", (monitor, name, m)
+            assert cells[2 * i + 1] == f"{d(r['d_' + m])} [{d(r['d_' + m + '_lo'])}, {d(r['d_' + m + '_hi'])}]", \
+                (monitor, name, m)
+
+
 def test_the_mini_study_readme_shows_the_robustness_table_it_measured():
     """docs/results/mini/README.md's robustness table: each cell as the committed robustness.csv records
     it, for the stresses experiment=mini names; that evaluation's clean matrix.csv is the committed one."""
@@ -326,29 +350,12 @@ def test_the_mini_study_readme_shows_the_robustness_table_it_measured():
     from support import REPO
 
     mini = REPO / "docs/results/mini"
-    text = (mini / "README.md").read_text()
-    lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("| probe | stress | pairs |"))
-    table = []
-    for ln in lines[start + 2:]:
-        if not ln.startswith("|"):
-            break
-        table.append([c.strip() for c in ln.strip("|").split("|")])
-    csv_rows = {(r["monitor"], r["stress"]): r for r in csv.DictReader(open(mini / "robustness/robustness.csv"))
-                if r["test"] == "overall"}
-    assert len(table) == len(csv_rows) >= 2
-    f, d = (lambda v: f"{float(v):.3f}"), (lambda v: f"{float(v):+.3f}")
-    for monitor, name, pairs, *cells in table:
-        r = csv_rows[(monitor, name)]
-        assert pairs == r["n_pairs"], (monitor, name)
-        for i, m in enumerate(("mr", "far", "auroc")):
-            assert cells[2 * i] == f"{f(r[m + '_clean'])} -> {f(r[m + '_stressed'])}", (monitor, name, m)
-            assert cells[2 * i + 1] == f"{d(r['d_' + m])} [{d(r['d_' + m + '_lo'])}, {d(r['d_' + m + '_hi'])}]", \
-                (monitor, name, m)
+    overall = [r for r in csv.DictReader(open(mini / "robustness/robustness.csv")) if r["test"] == "overall"]
+    _readme_robustness_table("| probe | stress | pairs |", overall)
     mini_yaml = yaml.safe_load((REPO / "conf/experiment/mini.yaml").read_text())
     assert "stress=[inject,claim]" in mini_yaml["eval"]["args"]
     config = yaml.safe_load((mini / "robustness/config.yaml").read_text())
-    assert config["stress"] == ["inject", "claim"] == sorted({r["stress"] for r in csv_rows.values()}, reverse=True)
+    assert config["stress"] == ["inject", "claim"] == sorted({r["stress"] for r in overall}, reverse=True)
     assert (mini / "robustness/matrix.csv").read_bytes() == (mini / "probe_lexical/matrix.csv").read_bytes()
 
 
@@ -359,24 +366,8 @@ def test_the_mini_study_readme_shows_smollm2s_robustness_and_its_clean_rows_repr
     from support import REPO
 
     mini = REPO / "docs/results/mini"
-    lines = (mini / "README.md").read_text().splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("| monitor | stress | pairs |"))
-    table = []
-    for ln in lines[start + 2:]:
-        if not ln.startswith("|"):
-            break
-        table.append([c.strip() for c in ln.strip("|").split("|")])
     rows = list(csv.DictReader(open(mini / "robustness/smollm2_base/robustness.csv")))
-    overall = {(r["monitor"], r["stress"]): r for r in rows if r["test"] == "overall"}
-    assert len(table) == len(overall) == 2
-    f, d = (lambda v: f"{float(v):.3f}"), (lambda v: f"{float(v):+.3f}")
-    for monitor, name, pairs, *cells in table:
-        r = overall[(monitor, name)]
-        assert pairs == r["n_pairs"], (monitor, name)
-        for i, m in enumerate(("mr", "far", "auroc")):
-            assert cells[2 * i] == f"{f(r[m + '_clean'])} -> {f(r[m + '_stressed'])}", (monitor, name, m)
-            assert cells[2 * i + 1] == f"{d(r['d_' + m])} [{d(r['d_' + m + '_lo'])}, {d(r['d_' + m + '_hi'])}]", \
-                (monitor, name, m)
+    _readme_robustness_table("| monitor | stress | pairs |", [r for r in rows if r["test"] == "overall"])
     committed = {r["test"]: r for r in csv.DictReader(open(mini / "direct_v1/matrix.csv")) if r["row"] == "base"}
     clean = [r for r in rows if r["stress"] == "inject" and r["test"] != "overall"]
     assert len(clean) == 6
