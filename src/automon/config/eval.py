@@ -170,6 +170,12 @@ class HoldoutConfig:
         if self.paraphrase.model is not None and not str(self.paraphrase.model).strip():
             raise ConfigError("paraphrase.model= is empty; name a conf/model/<name>.yaml option, or "
                               "paraphrase.model=null for the rules alone")
+        if self.paraphrase.backend not in BACKENDS:  # checked with or without a model: a typo waits for no run
+            raise ConfigError(f"paraphrase.backend={self.paraphrase.backend!r} is not a backend; use one of: "
+                              f"{', '.join(BACKENDS)}")
+        if not str(self.paraphrase.cache).strip():
+            raise ConfigError("paraphrase.cache= is empty; give a directory for the rewrites' cache "
+                              "(default data/cache/paraphrase)")
         if getattr(b, "max_new_tokens", 1) < 1:
             raise ConfigError(f"backend.max_new_tokens={b.max_new_tokens} is out of range; use a value >= 1")
         if self.backend.local_model and self.model.dtype not in DTYPES:
