@@ -291,14 +291,15 @@ def test_sweep_through_submitit_launcher(build, jobs):
 @pytest.mark.slow
 def test_sweep_through_sbatch_with_dependent_eval(build, jobs):
     """`sbatch slurm/sweep.sbatch`: training array -> evaluation job with --dependency=afterok; with
-    PROBES=lexical also a probe array -> its own evaluation, which loads the probes the array trained."""
+    PROBES=lexical also a probe array -> its own evaluation, which loads the probes the array trained; with
+    STRESS="inject claim" every evaluation the sweep submits (the probes' too) scores the stressed sets."""
     work, build_dir = build
     runs, out = work / "runs" / "sbatch", work / "evals" / "sbatch"
     env = venv_env(BUILD=str(build_dir), RUNS=str(runs), EVAL_OUT=str(out), MODEL="tiny",
                    SUBSETS="safety_qa sg_code", TRAIN_ARGS=TINY_TRAIN, EVAL_ARGS=TINY_EVAL,
                    TRAIN_SBATCH_ARGS=LOCAL_SBATCH, EVAL_SBATCH_ARGS=LOCAL_SBATCH, BUILD_SBATCH_ARGS=LOCAL_SBATCH,
                    PROBES="lexical", PROBE_ARGS=f"cap=40 cache_dir={work / 'probes'}", PROBE_SBATCH_ARGS=LOCAL_SBATCH,
-                   PROBE_EVAL_ARGS="wandb.mode=disabled bootstrap.n=100")
+                   PROBE_EVAL_ARGS="wandb.mode=disabled bootstrap.n=100", STRESS="inject claim")
     t0 = time.perf_counter()
     r = _run(["sbatch", "--parsable", *LOCAL_SBATCH.split(), f"--output={work}/sweep-%j.out",
               str(REPO / "slurm" / "sweep.sbatch")], cwd=work, env=env)
@@ -328,6 +329,9 @@ def test_sweep_through_sbatch_with_dependent_eval(build, jobs):
     assert len([d for d in (work / "probes" / "probes").iterdir() if d.is_dir()]) == 2
     probe_log = (runs / ".slurm" / f"eval-probe-lexical-{probe_eval}.out").read_text()
     assert "fitted the lexical probe" not in probe_log and (work / "evals" / "sbatch_probe_lexical" / "report.md").is_file(), probe_log[-3000:]
+    for evaluation in (out, work / "evals" / "sbatch_probe_lexical"):  # STRESS reached both evaluations
+        rows = list(csv.DictReader(open(evaluation / "robustness.csv")))
+        assert {r["stress"] for r in rows} == {"inject", "claim"}, evaluation
 
 
 @pytest.mark.slurm
