@@ -277,6 +277,19 @@ def _invariants(text: str) -> tuple:
             Counter(re.findall(r"`[^`\n]*`", text)))
 
 
+def meaning_lost(x: Sample, y: Sample) -> Optional[str]:
+    """Why y's reworded response cannot stand for x's (None: it can), for the rules and the model alike:
+    the same numbers, option letters and code spans, the same answer read by the build's extractors,
+    every evidence string of y still in its response."""
+    if _invariants(y.response) != _invariants(x.response):
+        return "numbers, option letters or code spans changed"
+    if answer_of(y) != answer_of(x):
+        return "the extractors read another answer"
+    if any(e not in y.response for e in y.evidence):
+        return "evidence lost"
+    return None
+
+
 def paraphrase(x: Sample, rng: random.Random) -> Sample:
     edits = edits_for(x, rng)
     spans = [(x.response.find(e), x.response.find(e) + len(e)) for e in x.evidence]
@@ -287,15 +300,7 @@ def paraphrase(x: Sample, rng: random.Random) -> Sample:
         mapped = [map_span(x.response, s, e, edits) for s, e in spans]
     response = apply_edits(x.response, edits)
     y = replace(x, response=response, evidence=[m for m in mapped if m is not None])
-    why = None
-    if not edits:
-        why = "no rule applies"
-    elif _invariants(response) != _invariants(x.response):
-        why = "numbers, option letters or code spans changed"
-    elif answer_of(y) != answer_of(x):
-        why = "the extractors read another answer"
-    elif any(m not in response for m in y.evidence):
-        why = "evidence lost"
+    why = "no rule applies" if not edits else meaning_lost(x, y)
     if why:
         return replace(x, meta={**x.meta, "stress": {"fallback": why, "edits": 0}})
     return replace(y, meta={**x.meta, "stress": {"fallback": None, "edits": len(edits)}})
@@ -348,13 +353,7 @@ def model_check(x: Sample, text: str) -> Optional[str]:
         return "unchanged"
     if not 1 / MAX_GROWTH <= len(text) / max(len(x.response), 1) <= MAX_GROWTH:
         return "length changed more than twofold"
-    if _invariants(text) != _invariants(x.response):
-        return "numbers, option letters or code spans changed"
-    if answer_of(replace(x, response=text)) != answer_of(x):
-        return "the extractors read another answer"
-    if any(e not in text for e in x.evidence):
-        return "evidence lost"
-    return None
+    return meaning_lost(x, replace(x, response=text))
 
 
 def _by_pair(samples: Sequence[Sample]) -> list[list[Sample]]:
