@@ -20,7 +20,7 @@ from automon.monitors import JudgeMonitor
 from automon.backends import BACKENDS, BackendConfig, JudgeResult, JudgeTiming
 
 BASE = JudgeMonitor("base", "base")
-ADAPTER = JudgeMonitor("run_a", "sg_code", adapter_dir=Path("/runs/run_a/adapter"), adapter_hash="a" * 64)
+ADAPTER = JudgeMonitor("run_a", "sg_code", artifact_dir=Path("/runs/run_a/adapter"), artifact_hash="a" * 64)
 
 # backend -> (overrides it needs, identity changes, non-identity changes)
 CASES = {

@@ -118,7 +118,7 @@ def test_automon_adapter_json_of_the_wrong_types_is_one_error_line(tmp_path, bui
 def test_adapter_may_name_a_file_in_the_adapter_dir(tmp_path, build, adapter):
     (m,) = resolve_monitors(compose(cpu_overrides(build, tmp_path / "o",
                                                   f"adapter={adapter / 'adapter_model.safetensors'}")))
-    assert m.adapter_dir == adapter and m.name == "run"
+    assert m.artifact_dir == adapter and m.name == "run"
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(EvalError, match="is a file, not an adapter directory.*pass the directory that holds"):
         resolve_monitors(compose(cpu_overrides(build, tmp_path / "o", f"adapter={tmp_path / 'notes.txt'}")))

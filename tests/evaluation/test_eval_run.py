@@ -116,7 +116,7 @@ def test_cpu_command_writes_every_output_and_a_killed_run_resumes(tmp_path):
     # metrics.json is the metrics of the predictions written beside it, for the adapter evaluated
     again = compute_metrics(preds, policy="wrong", n_boot=100, seed=0, ci=0.95, far_targets=(0.05, 0.10))
     assert to_jsonable(again["overall"]) == m["overall"]
-    assert m["monitor"]["adapter_hash"] == adapter_hash(adapter) == m["cache"]["key"]["adapter"]
+    assert m["monitor"]["artifact_hash"] == adapter_hash(adapter) == m["cache"]["key"]["adapter"]
     assert m["overall"]["unparseable"] == sum(1 for p in preds if p["pred"] is None)
     report = (out / "report.md").read_text()
     assert "Unparseable answers" in report and "MR [95% CI]" in report

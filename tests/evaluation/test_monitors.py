@@ -41,7 +41,7 @@ class LengthConfig(BackendConfig):
 
 
 def length_monitors(c: Any, manifest_hash_of) -> list[Monitor]:
-    return [LengthMonitor(name=f"length{c.backend.limit}", row="all", adapter_hash=manifest_hash_of(c.data.dir)[:8],
+    return [LengthMonitor(name=f"length{c.backend.limit}", row="all", artifact_hash=manifest_hash_of(c.data.dir)[:8],
                           limit=c.backend.limit)]
 
 
@@ -117,12 +117,20 @@ def test_a_registered_stress_runs_before_rendering_with_ids_of_its_own(tmp_path,
         prepare_inputs(c, resolve_monitors(c), tm)
 
 
+def test_a_probe_is_described_by_its_artifact_not_as_an_adapter(tmp_path):
+    from automon.monitors import ProbeMonitor
+
+    d = ProbeMonitor(name="lexical-sg_code", row="sg_code", artifact_dir=tmp_path / "probe", artifact_hash="h").describe()
+    assert d["kind"] == "probe" and d["artifact"] == str(tmp_path / "probe") and d["artifact_hash"] == "h"
+    assert not any(k.startswith("adapter") for k in d)
+
+
 def test_a_fused_monitor_is_described_as_the_monitor_it_wraps():
     from types import SimpleNamespace
 
     from automon.monitors import FusedMonitor, JudgeMonitor, ProbeMonitor
 
-    probe = ProbeMonitor(name="lexical-sg_code", row="sg_code", adapter_hash="h")
+    probe = ProbeMonitor(name="lexical-sg_code", row="sg_code", artifact_hash="h")
     fused = FusedMonitor.around(probe, SimpleNamespace(fusion="mean"), [], [])
     assert fused.monitor_kind == "probe" and fused.in_distribution == "sg_code"
     assert fused.describe() == {**probe.describe(), "name": "lexical-sg_code+mean", "label": "sg_code+mean"}

@@ -30,7 +30,7 @@ def _adapter(run_dir, build, run_json: bool = True) -> JudgeMonitor:
     meta = AdapterMeta(base_model="tiny", pretrained="tiny", prompt="direct_v1", enable_thinking=False,
                        subset="all", data_manifest_hash=load_build(build).manifest_hash, lora_rank=8,
                        automon_version="test", extra={"run_dir": str(run_dir)})
-    return JudgeMonitor(name=run_dir.name, row="all", adapter_dir=run_dir / "adapter", meta=meta)
+    return JudgeMonitor(name=run_dir.name, row="all", artifact_dir=run_dir / "adapter", meta=meta)
 
 
 def _check(monitor, build, allow=False):

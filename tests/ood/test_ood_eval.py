@@ -100,7 +100,7 @@ def test_fused_scores_equal_a_recomputation_from_the_detectors_and_lambda_keeps_
     test = [s for s in b.samples("test") if s.subset in TESTED]
     info = result.metrics["sc+lambda"]["fusion"]
     mon = next(m for m in result.monitors if m.name == "sc")
-    feats = pooled_hidden_states(c.model, mon.adapter_dir, mon.adapter_hash, [*fit, *calib, *test],
+    feats = pooled_hidden_states(c.model, mon.artifact_dir, mon.artifact_hash, [*fit, *calib, *test],
                                  cache_root=root / "features")
     nf, nc = len(fit), len(calib)
     g = D.fit_gaussian(feats[:nf], [s.label for s in fit], fit="class", shrinkage="auto")

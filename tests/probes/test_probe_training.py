@@ -41,7 +41,7 @@ def test_a_probe_trained_by_train_probe_is_the_one_the_evaluation_loads(tmp_path
                  "wandb.mode=disabled", "progress=false"])
     res = evaluate(c)
     assert fitted == [] and res.n_computed > 0  # scored with the trained probe, fitted nothing
-    assert res.metrics[res.monitors[0].name]["monitor"]["adapter"] == str(trained[0])
+    assert res.metrics[res.monitors[0].name]["monitor"]["artifact"] == str(trained[0])
 
 
 def test_the_probe_stage_composes_and_reports_whether_the_probe_is_trained(tmp_path):

@@ -154,9 +154,28 @@ _HEADER = {"model": {"name": "tiny", "pretrained": "tiny", "revision": None, "en
 
 def test_monitor_report_states_policy_and_counts(sweep):
     _, _, mets = sweep
-    doc = {**mets["base"], "title": "t", **_HEADER, "monitor": {"adapter": None}}
+    doc = {**mets["base"], "title": "t", **_HEADER, "monitor": {"artifact": None, "artifact_hash": None}}
     text = markdown.monitor_report(doc, ["predictions.jsonl"])
     assert "scored as flagged" in text and "Unparseable answers: **0**" in text and "shortened" in text
+
+
+@pytest.mark.parametrize("mon", [
+    {"name": "run_sg", "label": "sg_code", "kind": "lora", "lora_rank": 32, "trained_on": "sg_code", "mismatches": []},
+    {"name": "lexical-sg_code", "label": "sg_code", "kind": "probe", "lora_rank": None, "trained_on": None,
+     "mismatches": []},
+    {"name": "base", "label": "base", "kind": "lora", "lora_rank": None, "trained_on": None, "mismatches": []},
+], ids=["adapter", "probe", "base"])
+def test_a_monitor_document_renders_the_same_before_and_after_the_artifact_rename(sweep, mon):
+    """metrics.json written before Monitor.artifact_dir was named so spells its keys adapter/adapter_hash
+    (docs/results/ holds such documents): the report reads both spellings alike."""
+    _, _, mets = sweep
+    path, digest = (None, None) if mon["name"] == "base" else (f"/runs/{mon['name']}/adapter", "cd" * 32)
+    old = {**mon, "adapter": path, "adapter_hash": digest}
+    new = {**mon, "artifact": path, "artifact_hash": digest}
+    texts = [markdown.monitor_report({**mets["base"], "title": "t", **_HEADER, "monitor": m}, []) for m in (old, new)]
+    assert texts[0] == texts[1]
+    shown = ["base model (no adapter)"] if path is None else [f"`{path}`", "sha256 cdcdcdcdcdcd"]
+    assert all(s in texts[0] for s in shown)
 
 
 def test_wandb_mirror_writes_an_offline_run(tmp_path, sweep):

@@ -73,7 +73,7 @@ def metrics_documents(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Inp
 
 def header(c: HoldoutConfig, inputs: Inputs, m: Monitor, scored: Scored) -> dict[str, Any]:
     """What a monitor's metrics were computed from: config, data, monitor, cache, versions."""
-    who = "base model" if m.adapter_dir is None else f"{'probe' if m.monitor_kind == 'probe' else 'adapter'} {m.name}"
+    who = "base model" if m.artifact_dir is None else f"{'probe' if m.monitor_kind == 'probe' else 'adapter'} {m.name}"
     cache = scored.caches[m.name]
     return {
         "title": f"Held-out evaluation: {model_label(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",

@@ -3,8 +3,8 @@ its outputs are computed from. Both the evaluation (automon.evaluation.run) and 
 (automon.evaluation.status) go through here, so they agree on both.
 
 An evaluation's outputs depend on its config (all of it but where it writes and how it reports
-progress), the data build (manifest sha256), the monitors it scored (names, matrix labels, adapter
-content hashes) and the metrics version; with stress=, each stress's version and the robustness
+progress), the data build (manifest sha256), the monitors it scored (names, matrix labels, artifact
+hashes) and the metrics version; with stress=, each stress's version and the robustness
 version, and with stress=[paraphrase] by a model, that model (paraphrase.model: name, backend, weights
 identity, budget, seed, instruction version). `identity` computes that; the evaluation records it in
 <output_dir>/identity.json once every output is written (`record`; publishing a new output set
@@ -79,7 +79,9 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
     ident = {
         "config": config,
         "data_manifest_hash": manifest_hash,
-        "monitors": {m.name: {"label": m.row, "adapter_hash": m.adapter_hash} for m in monitors},
+        # "adapter_hash" as recorded before Monitor.artifact_hash was renamed: another key would make
+        # every recorded evaluation stale
+        "monitors": {m.name: {"label": m.row, "adapter_hash": m.artifact_hash} for m in monitors},
         "metrics_version": METRICS_VERSION,
     }
     if c.stress:  # only then, so an evaluation without stress keeps the identity it had

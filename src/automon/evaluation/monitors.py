@@ -118,8 +118,8 @@ def _adapter_monitor(adapter_dir: Path, name: str, cfg: Any) -> Monitor:
         meta = None
     diffs = check_adapter(meta, cfg) if meta else [f"{ADAPTER_META_FILE} missing: training settings unknown"]
     diffs += [d for d in peft_base_mismatch(adapter_dir, cfg) if not any(x.startswith("base model") for x in diffs)]
-    return JudgeMonitor(name=name, row=meta.subset if meta else name, adapter_dir=adapter_dir,
-                        adapter_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs,
+    return JudgeMonitor(name=name, row=meta.subset if meta else name, artifact_dir=adapter_dir,
+                        artifact_hash=h, rank=adapter_rank(adapter_dir), meta=meta, mismatches=diffs,
                         prompt=cfg.prompt.name, threshold=cfg.threshold)
 
 
@@ -131,7 +131,7 @@ def _training_manifest(m: Monitor, recorded: str) -> tuple[str, dict] | None:
     """(directory, manifest) of the build adapter `m` was trained on, when its run's run.json (beside
     the adapter, or in the run_dir automon_adapter.json names) points at a build that is still there
     with the recorded data hash; else None."""
-    runs = [Path(m.adapter_dir).parent] if m.adapter_dir is not None else []
+    runs = [Path(m.artifact_dir).parent] if m.artifact_dir is not None else []
     if m.meta is not None and isinstance(m.meta.extra.get("run_dir"), str):
         runs.append(Path(m.meta.extra["run_dir"]))
     for run in runs:
@@ -245,7 +245,7 @@ def resolve_monitors(cfg: Any) -> list[Monitor]:
         mons = [_base_monitor(cfg)]
     bad = [m for m in mons if m.mismatches]
     if bad and not cfg.allow_mismatch:
-        lines = "\n".join(f"  {m.adapter_dir}: " + "; ".join(m.mismatches) for m in bad)
+        lines = "\n".join(f"  {m.artifact_dir}: " + "; ".join(m.mismatches) for m in bad)
         first = bad[0].meta
         hint = (f" (e.g. model={first.base_model} prompt={first.prompt})"
                 if first is not None else "")
@@ -256,7 +256,7 @@ def resolve_monitors(cfg: Any) -> list[Monitor]:
     # the predictions, prediction caches and folders of one evaluation
     taken: set[str] = set()
     for m in mons:
-        name = m.name if m.name not in taken else f"{m.name}-{(m.adapter_hash or 'x')[:8]}"
+        name = m.name if m.name not in taken else f"{m.name}-{(m.artifact_hash or 'x')[:8]}"
         k = 2
         while name in taken:
             name, k = f"{m.name}-{k}", k + 1

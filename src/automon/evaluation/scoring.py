@@ -35,8 +35,10 @@ def cache_key(c: HoldoutConfig, m: Monitor, prompt_kind: str) -> dict[str, Any]:
     identifies its model and settings, plus the adapter, prompt and shots (the same for every backend)."""
     return {
         "backend": c.backend.name,
-        **c.backend.cache_identity(c.model, prompt_kind, m.name if m.adapter_dir else None),
-        "adapter": m.adapter_hash, "prompt": c.prompt.name,
+        **c.backend.cache_identity(c.model, prompt_kind, m.name if m.artifact_dir else None),
+        # spelled "adapter" as before Monitor.artifact_hash was renamed: another key would orphan every
+        # cached prediction
+        "adapter": m.artifact_hash, "prompt": c.prompt.name,
         "shots": c.shots, "shots_seed": c.shots_seed if c.shots else None,
         "enable_thinking": c.model.enable_thinking,
     }

@@ -88,8 +88,10 @@ class Monitor:
     # Its row name in the transfer matrix: "base" or the training subset (metrics.json and identity.json
     # spell the key "label", as they always have; a sample's 0/1 label is Sample.label).
     row: str
-    adapter_dir: Path | None = None  # the trained artifact: a PEFT adapter or a fitted probe's directory
-    adapter_hash: str | None = None  # its content (adapter) or identity (probe) hash
+    # The trained artifact: a PEFT adapter for a LoRA judge, a fitted probe's directory for a probe;
+    # None for the base model.
+    artifact_dir: Path | None = None
+    artifact_hash: str | None = None  # its content (adapter) or identity (probe) hash
     rank: int | None = None
     meta: AdapterMeta | None = None
     mismatches: list[str] = field(default_factory=list)
@@ -132,8 +134,8 @@ class Monitor:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.row, "kind": self.monitor_kind,
-                "adapter": str(self.adapter_dir) if self.adapter_dir else None,
-                "adapter_hash": self.adapter_hash, "lora_rank": self.rank,
+                "artifact": str(self.artifact_dir) if self.artifact_dir else None,
+                "artifact_hash": self.artifact_hash, "lora_rank": self.rank,
                 "trained_on": self.meta.subset if self.meta else None,
                 "train_data_manifest_hash": self.meta.data_manifest_hash if self.meta else None,
                 "mismatches": self.mismatches}

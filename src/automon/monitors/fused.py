@@ -44,7 +44,7 @@ class FusedMonitor(Monitor):
     def around(cls, judge: Monitor, settings: Any, fit: Sequence[Sample], calib: Sequence[Rendered],
                judge_scores: Callable[[Sequence[Rendered]], list[Prediction]] | None = None) -> "FusedMonitor":
         return cls(name=f"{judge.name}+{settings.fusion}", row=f"{judge.row}+{settings.fusion}",
-                   adapter_dir=judge.adapter_dir, adapter_hash=judge.adapter_hash, rank=judge.rank, meta=judge.meta,
+                   artifact_dir=judge.artifact_dir, artifact_hash=judge.artifact_hash, rank=judge.rank, meta=judge.meta,
                    mismatches=list(judge.mismatches), judge=judge, settings=settings, fit_samples=list(fit),
                    calib=list(calib), judge_scores=judge_scores or judge.score)
 

@@ -20,9 +20,9 @@ class JudgeMonitor(Monitor):
 
     @property
     def lora(self) -> LoraAdapter | None:
-        if self.adapter_dir is None:
+        if self.artifact_dir is None:
             return None
-        return LoraAdapter(name=self.name, path=str(self.adapter_dir), rank=int(self.rank or 0))
+        return LoraAdapter(name=self.name, path=str(self.artifact_dir), rank=int(self.rank or 0))
 
     def load(self, resources: Resources) -> None:
         self.judge = resources.judge()
@@ -33,7 +33,7 @@ class JudgeMonitor(Monitor):
 
     def request(self, it: Rendered) -> JudgeRequest:
         return JudgeRequest(id=it.sample.id, messages=it.messages, prompt=it.prompt,
-                            adapter=self.name if self.adapter_dir is not None else None)
+                            adapter=self.name if self.artifact_dir is not None else None)
 
     def score(self, items: Sequence[Rendered]) -> list[Prediction]:
         return self.score_together([(self, items)])[0]

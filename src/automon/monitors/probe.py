@@ -45,14 +45,14 @@ class ProbeMonitor(Monitor):
 
     def load(self, resources: Resources) -> None:
         self.timing = resources.timing
-        self.probe = load_probe(self.adapter_dir, self.features, self.encoder)  # type: ignore[arg-type]
+        self.probe = load_probe(self.artifact_dir, self.features, self.encoder)  # type: ignore[arg-type]
         if self.probe is None:  # not trained yet: trained now, once per identity, then loaded
             self.fit(resources.train_split(self.build_dir))
 
     def fit(self, train: Sequence[Sample]) -> None:
         t0 = time.perf_counter()
         self.probe = train_probe(self.features, self.encoder, train, self.subset, self.cap, self.seed,
-                                 self.manifest_hash, self.adapter_dir, self.features_root,  # type: ignore[arg-type]
+                                 self.manifest_hash, self.artifact_dir, self.features_root,  # type: ignore[arg-type]
                                  {"code_version": code_version()})
         dt = time.perf_counter() - t0
         self.timing.extra[f"fit_{self.subset}_s"] = dt
@@ -85,8 +85,8 @@ def probe_monitors(c: Any, manifest_hash_of: Callable[[str], str]) -> list[Monit
     out: list[Monitor] = []
     for subset in b.train_subsets:
         ident = probe_identity(b.features, enc, subset, b.cap, b.seed, manifest_hash)
-        out.append(ProbeMonitor(name=f"{b.features}-{subset}", row=subset, adapter_dir=probe_dir(probes_root, ident),
-                                adapter_hash=identity_hash(ident), features=b.features, subset=subset, cap=b.cap, seed=b.seed,
+        out.append(ProbeMonitor(name=f"{b.features}-{subset}", row=subset, artifact_dir=probe_dir(probes_root, ident),
+                                artifact_hash=identity_hash(ident), features=b.features, subset=subset, cap=b.cap, seed=b.seed,
                                 manifest_hash=manifest_hash, build_dir=str(b.data_dir), encoder=enc,
                                 features_root=features_root, threshold=c.threshold))
     return out

@@ -32,7 +32,7 @@ class DetectorInputs:
         monitor's adapter applied; a probe's directory is no adapter): (fit, score_on)."""
         m, o = self.monitor, self.o
         lora = m.lora is not None
-        feats = pooled_hidden_states(self.c.model, m.adapter_dir if lora else None, m.adapter_hash if lora else None,
+        feats = pooled_hidden_states(self.c.model, m.artifact_dir if lora else None, m.artifact_hash if lora else None,
                                      [*self.fit, *self.score_on], o.layer, o.pooling, max_length=o.max_length,
                                      batch_size=o.batch_size, cache_root=self.cache_root)
         return feats[:len(self.fit)], feats[len(self.fit):]

@@ -41,12 +41,21 @@ def header_table(doc: Mapping[str, Any]) -> str:
     return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
 
 
+def _artifact(mon: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A monitor document's trained artifact and its hash: (`artifact`, `artifact_hash`), or as documents
+    written before the rename spell them (`adapter`, `adapter_hash`, a probe's directory included)."""
+    if "artifact" in mon:
+        return mon["artifact"], mon.get("artifact_hash")
+    return mon.get("adapter"), mon.get("adapter_hash")
+
+
 def _monitor_text(mon: Mapping[str, Any]) -> str:
-    if not mon.get("adapter"):
+    path, digest = _artifact(mon)
+    if not path:
         return "base model (no adapter)"
     if mon.get("kind") == "probe":
-        return f"probe `{mon['name']}` trained on {mon['label']} (`{mon['adapter']}`, identity sha256 {mon['adapter_hash'][:12]})"
-    txt = f"adapter `{mon['adapter']}` (sha256 {mon['adapter_hash'][:12]}, rank {mon['lora_rank']})"
+        return f"probe `{mon['name']}` trained on {mon['label']} (`{path}`, identity sha256 {(digest or '')[:12]})"
+    txt = f"adapter `{path}` (sha256 {(digest or '')[:12]}, rank {mon['lora_rank']})"
     if mon.get("trained_on"):
         txt += f", trained on {mon['trained_on']}"
     if mon.get("mismatches"):
