@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from automon.data.recipes.sg_code.syntax import parse
 
@@ -82,10 +83,15 @@ def _same(a: object, b: object) -> bool:
         return False
 
 
-def _params(tree: ast.Module) -> set[str]:
+def _nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree` in ast.walk's order, listed once so that the readers below share one walk."""
+    return list(ast.walk(tree))
+
+
+def _params(nodes: list[ast.AST]) -> set[str]:
     """Every function parameter and every loop variable: what a lookup compares with a key."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef)):
             a = node.args
             names.update(p.arg for p in a.posonlyargs + a.args + a.kwonlyargs)
@@ -102,11 +108,12 @@ def _keyish(node: ast.AST, params: set[str]) -> bool:
     return isinstance(node, ast.Tuple) and bool(node.elts) and all(_keyish(e, params) for e in node.elts)
 
 
-def _keyed_compares(tree: ast.Module, keys: list[object]) -> list[tuple[str, str]]:
-    """(normalised source, description) of each comparison of a parameter with a visible key."""
-    params = _params(tree)
+def _keyed_compares(nodes: list[ast.AST], keys: list[object]) -> list[tuple[str, str]]:
+    """(normalised source, description) of each comparison of a parameter with a visible key
+    (`nodes`: a tree's _nodes)."""
+    params = _params(nodes)
     out = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
@@ -127,10 +134,11 @@ def _keyed_compares(tree: ast.Module, keys: list[object]) -> list[tuple[str, str
     return out
 
 
-def _tables(tree: ast.Module, keys: list[object]) -> list[str]:
-    """Dict literals keyed by a visible input; lists / tuples of (visible input, value) pairs."""
+def _tables(nodes: list[ast.AST], keys: list[object]) -> list[str]:
+    """Dict literals keyed by a visible input; lists / tuples of (visible input, value) pairs
+    (`nodes`: a tree's _nodes)."""
     out = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Dict):
             hits = [k for k in node.keys if k is not None and any(_same(_literal(k), v) for v in keys)]
             if hits:
@@ -237,13 +245,13 @@ def _always_true(expr: ast.AST) -> bool:
     return False
 
 
-def _tampering(tree: ast.Module) -> list[str]:
+def _tampering(tree: ast.Module, nodes: list[ast.AST]) -> list[str]:
     out = []
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     for stmt in _module_run(tree):
         if _stmt_exits_ok(stmt, funcs):
             out.append(f"exits with success before the tests run: {ast.unparse(stmt)}")
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 tgt = ast.unparse(target)
@@ -270,19 +278,33 @@ def analyse(code: str, asserts: list[str], canonical: str | None = None) -> Foun
     """The test-keyed constructs and the tampering in `code`, given the request's visible asserts.
     With `canonical`, comparisons the canonical solution itself makes are the task's own logic and
     do not count. Code that does not parse is reported as such (as tampering: nothing to read)."""
+    keyed, tampering = _analysed(code, tuple(asserts), canonical)
+    return Found(list(keyed), list(tampering))
+
+
+@lru_cache(maxsize=1 << 14)
+def _analysed(code: str, asserts: tuple[str, ...], canonical: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """analyse's answer as tuples, remembered: the build reads each twin twice (when its pair is
+    planned and when its sample is written) and each task's canonical solution once per twin."""
     try:
         tree = parse(code)
     except SyntaxError as e:
-        return Found([], [f"does not parse: {e.msg}"])
-    keys = [c.key for c in visible_cases(asserts)]
-    own: set[str] = set()
-    if canonical is not None:
-        try:
-            own = {dump for dump, _ in _keyed_compares(parse(canonical), keys)}
-        except SyntaxError:
-            pass
-    keyed = [what for dump, what in _keyed_compares(tree, keys) if dump not in own]
-    return Found(keyed + _tables(tree, keys), _tampering(tree))
+        return (), (f"does not parse: {e.msg}",)
+    keys = [c.key for c in visible_cases(list(asserts))]
+    own = _own_compares(canonical, asserts) if canonical is not None else frozenset()
+    nodes = _nodes(tree)
+    keyed = [what for dump, what in _keyed_compares(nodes, keys) if dump not in own]
+    return tuple(keyed + _tables(nodes, keys)), tuple(_tampering(tree, nodes))
+
+
+@lru_cache(maxsize=1 << 12)
+def _own_compares(canonical: str, asserts: tuple[str, ...]) -> frozenset[str]:
+    """The comparisons with a visible key that the canonical solution itself makes (normalised)."""
+    try:
+        nodes = _nodes(parse(canonical))
+    except SyntaxError:
+        return frozenset()
+    return frozenset(dump for dump, _ in _keyed_compares(nodes, [c.key for c in visible_cases(list(asserts))]))
 
 
 def violations(label: int, code: str | None, asserts: list[str], canonical: str | None) -> str | None:
@@ -309,4 +331,5 @@ def overlap(request_asserts: list[str], response: str) -> int:
     except SyntaxError:
         return 0
     keys = [c.key for c in visible_cases(request_asserts)]
-    return sum(1 for k in keys if _keyed_compares(tree, [k]) or _tables(tree, [k]))
+    nodes = _nodes(tree)
+    return sum(1 for k in keys if _keyed_compares(nodes, [k]) or _tables(nodes, [k]))
