@@ -79,7 +79,8 @@ _PRELOAD = ("typing", "re", "math", "collections", "heapq", "itertools", "functo
 # The zygote: forks, confines and watches each program.
 
 
-def _program(mode: str, limits: Limits, source_fd: int, calls: tuple[int, int] | None, tasks: int) -> int:
+def _program(mode: str, limits: Limits, source_fd: int, calls: tuple[int, int] | None, tasks: int,
+             seccomp: "confine.Seccomp | None") -> int:
     """The program's own process: read its source, confine itself, run it (and, graded, answer
     the grader's calls)."""
     chunks, off = [], 0
@@ -91,7 +92,7 @@ def _program(mode: str, limits: Limits, source_fd: int, calls: tuple[int, int] |
     if mode != ISOLATION_NONE:
         confine.rlimits(limits, tasks)
         confine.drop_caps()
-        confine.seccomp()
+        seccomp.install()
         os.chdir(_RUN_DIR)
         os.environ["TMPDIR"] = _RUN_DIR
     else:
@@ -109,8 +110,10 @@ class _Zygote:
         self.mode, self.base, self.sock, self.n = mode, base, sock, 0
         self.contained = mode != ISOLATION_NONE
         self.me = os.getpid()
+        self.seccomp = None
         if self.contained:
             self.proc_fd, self.own_ns = confine.build_root(root)
+            self.seccomp = confine.Seccomp()  # built once; each program only installs it
         else:
             self.proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
 
@@ -143,7 +146,8 @@ class _Zygote:
                 # is their PID 1 (see confine.program_namespaces).
                 tmp_fd = confine.program_namespaces(limits.memory_mb, run_dir)
                 try:
-                    proc = spawn(lambda: _program(self.mode, limits, source_fd, calls, tasks), limits, tuple(fds))
+                    proc = spawn(lambda: _program(self.mode, limits, source_fd, calls, tasks, self.seccomp), limits,
+                                 tuple(fds))
                 finally:
                     confine.own_namespaces(self.own_ns)
             else:
@@ -152,7 +156,7 @@ class _Zygote:
                 def uncontained():
                     os.chdir(run_dir)
                     os.environ["TMPDIR"] = run_dir
-                    return _program(self.mode, limits, source_fd, calls, tasks)
+                    return _program(self.mode, limits, source_fd, calls, tasks, None)
 
                 proc = spawn(uncontained, limits, tuple(fds))
             _close(fds)
