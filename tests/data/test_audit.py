@@ -48,6 +48,23 @@ def test_the_lexical_baseline_finds_a_planted_cue_and_names_it(cue):
     assert res == audit(_split("train", 600, cue, 0), _split("test", 300, cue, 1), cfg)
 
 
+def _subset_split(subset: str, split: str, n: int, seed: int) -> list[Sample]:
+    return [Sample(s.id.replace(split, f"{subset}-{split}"), s.pair_id, split, *SUBSETS[subset], subset, s.source,
+                   s.request, s.response, s.label) for s in _split(split, n, "w999" if subset == "sg_qa" else None, seed)]
+
+
+def test_half_of_the_subsets_in_a_forked_child_give_the_serial_result():
+    """audit() runs about half of the subsets in a forked child: the section is the serial one, in the
+    subsets' order, whichever process ran each."""
+    cfg = AuditConfig(members=["word", "char", "length"])
+    subsets = ["safety_qa", "syco_qa", "sg_qa"]
+    train = [s for i, sub in enumerate(subsets) for s in _subset_split(sub, "train", 200 + 100 * i, i)]
+    test = [s for i, sub in enumerate(subsets) for s in _subset_split(sub, "test", 100, 10 + i)]
+    parallel, serial = audit(train, test, cfg), audit(train, test, cfg, parallel=False)
+    assert json.dumps(parallel) == json.dumps(serial)  # the same values in the same order
+    assert list(parallel["subsets"]) == subsets and parallel["exceeding"] == ["sg_qa"]
+
+
 def test_the_ceiling_fails_or_warns_the_build(tmp_path):
     """The synthetic sources write misbehavior with fixed words, so some subsets exceed: with
     on_exceed=fail nothing is written and the message names the give-away n-grams."""

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from automon.config import CONF_DIR
 from automon.config.build import AuditConfig
+from automon.data.forked import Forked
 from automon.data.audit_panel import MEMBERS, TEST_CV, aflite, cross_validate, fit_predict, ngram_z
 from automon.data.recipes.sg_code.constructs import overlap
 from automon.metrics import auroc, confusion, false_alarm_rate, miss_rate, pair_accuracy
@@ -161,8 +162,29 @@ def _hard_subset(test: Sequence[Sample], probs: dict[str, dict[str, float]], cfg
             "members": rates, "pair_ids": sorted(keep)}
 
 
-def audit(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig) -> dict[str, Any]:
-    """The audit section of manifest.json: per subset, the panel and whether it exceeds."""
+def _audit_subsets(names: list[str], capped: dict[str, list[Sample]], by_test: dict[str, list[Sample]],
+                   cfg: AuditConfig) -> tuple[dict[str, Any], dict[str, float]]:
+    """The panel of each named subset (`capped`: its training samples, train_cap per label), and
+    what each member cost (seconds, for the log)."""
+    from threadpoolctl import threadpool_limits
+
+    subsets: dict[str, Any] = {}
+    cost: dict[str, float] = {}
+    # One BLAS thread: the build re-checks its files in a forked process meanwhile, and a second
+    # BLAS thread on a busy core made AFLite's small solves 75x slower (measured on 2 cores).
+    with threadpool_limits(1):
+        for sub in names:
+            tr = capped[sub]
+            if len({s.label for s in tr}) < 2:
+                subsets[sub] = {"skipped": "the training split lacks one of the labels"}
+                continue
+            subsets[sub] = _subset(tr, by_test[sub], cfg, cost)
+    return subsets, cost
+
+
+def audit(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig, parallel: bool = True) -> dict[str, Any]:
+    """The audit section of manifest.json: per subset, the panel and whether it exceeds.
+    `parallel`: half of the subsets in a forked child (Linux fork; the same result either way)."""
     unknown = [m for m in cfg.members if m not in MEMBERS]
     if unknown or not cfg.members:
         raise ValueError(f"audit.members: unknown {unknown} or empty; valid: {', '.join(MEMBERS)}")
@@ -172,19 +194,28 @@ def audit(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig) -> 
         by_train[s.subset].append(s)
     for s in test:
         by_test[s.subset].append(s)
-    subsets: dict[str, Any] = {}
-    cost: dict[str, float] = {}
-    from threadpoolctl import threadpool_limits
-
-    # One BLAS thread: the build re-checks its files in a forked process meanwhile, and a second
-    # BLAS thread on a busy core made AFLite's small solves 75x slower (measured on 2 cores).
-    with threadpool_limits(1):
-        for sub in by_test:
-            tr = _cap(by_train.get(sub, []), cfg.train_cap, cfg.seed)
-            if len({s.label for s in tr}) < 2:
-                subsets[sub] = {"skipped": "the training split lacks one of the labels"}
-                continue
-            subsets[sub] = _subset(tr, by_test[sub], cfg, cost)
+    # The subsets are independent: about half of the work (by text volume) runs in a forked child
+    # beside this process, and the results are put back in the subsets' order, so the section is
+    # the same as a serial audit's (a test checks it).
+    order = list(by_test)
+    capped = {sub: _cap(by_train.get(sub, []), cfg.train_cap, cfg.seed) for sub in order}
+    volume = {sub: sum(len(s.response) for s in by_test[sub] + capped[sub]) for sub in order}
+    halves: tuple[list[str], list[str]] = ([], [])
+    for sub in sorted(order, key=lambda k: -volume[k]):  # longest first, each to the lighter half
+        lighter = min(halves, key=lambda h: sum(volume[k] for k in h))
+        lighter.append(sub)
+    child = Forked(_audit_subsets, halves[1], capped, by_test, cfg, name="audit") if parallel and halves[1] else None
+    try:
+        subsets, cost = _audit_subsets(halves[0] if child else order, capped, by_test, cfg)
+        if child is not None:
+            (more, more_cost), _ = child.result()
+            subsets.update(more)
+            for k, v in more_cost.items():
+                cost[k] = cost.get(k, 0.0) + v
+    finally:
+        if child is not None:
+            child.close()
+    subsets = {sub: subsets[sub] for sub in order}
     # Timings go to the log, never into the result: the manifest must be byte-identical across runs.
     log.info("audit cost (s): %s", ", ".join(f"{k} {v:.1f}" for k, v in cost.items()))
     return {"version": AUDIT_VERSION, "text": "response only", "train_cap_per_label": cfg.train_cap, "seed": cfg.seed,

@@ -13,6 +13,7 @@ import os
 import platform
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 from automon.data.audit import audit, exceed_message
@@ -102,17 +103,42 @@ def build_record(ctx: BuildContext, samples: list[Sample]) -> dict:
 
 def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample], files: dict[str, str],
                     sizes: dict[str, int], report, bad: set[str], test_keys: set[str], record: dict) -> dict:
-    """The shortcut audit (which may stop the build), then manifest.json, the card and audit.png."""
+    """The shortcut audit (which may stop the build), then manifest.json, the card and audit.png.
+    Beside the audit, a forked child writes the annotated safety pairs' report (it reads only the
+    samples); beside the manifest and card, another draws audit.png (not in the manifest)."""
+    cfg = ctx.cfg
+    with ExitStack() as children:  # a child still running when this fails is ended on the way out
+        safety = None
+        if cfg.wordings.safety_annotations and ctx.test_caps:  # safety_report.py
+            safety = children.enter_context(Forked(
+                manifest_entry, cfg.wordings.safety_annotations, {s: int(getattr(cfg.test, s)) for s in ctx.test_caps},
+                sizes, train, test, cfg.seed, name="safety report"))
+        audit_result = None
+        if cfg.audit.enabled:
+            audit_result = ctx.timed("audit", audit, train, test, cfg.audit)
+            if audit_result["exceeding"]:
+                msg = exceed_message(audit_result)
+                if cfg.audit.on_exceed == "fail":
+                    raise BuildError(msg, None, "change the templates of those subsets (a new wordings version) so "
+                                                "both labels read alike, or pass audit.on_exceed=warn to build anyway")
+                log.warning("%s", msg)
+        plotting = None
+        if audit_result is not None:
+            plotting = children.enter_context(Forked(plot_audit, audit_result, tmp / "audit.png", name="audit plot"))
+        manifest = _manifest(ctx, train, test, sizes, report, bad, test_keys, audit_result)
+        if safety is not None:
+            manifest["safety_annotations"], ctx.timings["safety report"] = safety.result()
+        written = write_manifest_files(tmp, manifest, files, train + test,
+                                       extra_files={"README.md": lambda m: dataset_card(m, record)})
+        if plotting is not None:
+            plotting.result()
+    return written
+
+
+def _manifest(ctx: BuildContext, train: list[Sample], test: list[Sample], sizes: dict[str, int], report,
+              bad: set[str], test_keys: set[str], audit_result: dict | None) -> dict:
+    """manifest.json's document (the safety report apart)."""
     cfg, d = ctx.cfg, ctx.cfg.disjoint
-    audit_result = None
-    if cfg.audit.enabled:
-        audit_result = ctx.timed("audit", audit, train, test, cfg.audit)
-        if audit_result["exceeding"]:
-            msg = exceed_message(audit_result)
-            if cfg.audit.on_exceed == "fail":
-                raise BuildError(msg, None, "change the templates of those subsets (a new wordings version) so both "
-                                            "labels read alike, or pass audit.on_exceed=warn to build anyway")
-            log.warning("%s", msg)
     manifest = {
         "build_version": BUILD_VERSION,
         "seed": cfg.seed,
@@ -152,12 +178,4 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
         manifest["synthetic_sources"] = marker
     if ctx.policy is not None:
         manifest["policy"] = {"generator": ctx.policy.describe(), "subsets": ctx.policy_report}
-    if cfg.wordings.safety_annotations and ctx.test_caps:  # the annotated safety pairs (safety_report.py)
-        manifest["safety_annotations"] = ctx.timed(
-            "safety report", manifest_entry, cfg.wordings.safety_annotations,
-            {s: int(getattr(cfg.test, s)) for s in ctx.test_caps}, sizes, train, test, cfg.seed)
-    written = write_manifest_files(tmp, manifest, files, train + test,
-                                   extra_files={"README.md": lambda m: dataset_card(m, record)})
-    if audit_result is not None:
-        plot_audit(audit_result, tmp / "audit.png")
-    return written
+    return manifest
