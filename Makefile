@@ -25,7 +25,7 @@ quickstart: setup
 	$(PY) pipeline.py experiment=smoke
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 test-vllm:
 	bash scripts/setup-vllm.sh

@@ -6,6 +6,7 @@ tests/test_<module>.py tests src/automon/<module>.py.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,24 @@ def small_build(tmp_path_factory) -> Path:
                               train_long_every=5)
 
 
+@pytest.fixture(scope="session")
+def real_build(tmp_path_factory):
+    """The default build of the real sources, made once per test run (under pytest-xdist by the first
+    worker that asks; the others wait for it and read the same files); read-only for the tests."""
+    support.requires_realdata()
+    from filelock import FileLock
+
+    from automon.data.build import run_build
+    from automon.data.io import load_build
+
+    shared = support.shared_by_workers(tmp_path_factory)
+    out = shared / "real-build" / "default"
+    with FileLock(str(shared / "real-build.lock")):
+        if not (out / "manifest.json").is_file():  # run_build writes atomically: a manifest is a whole build
+            run_build(support.build_cfg([f"sources.root={support.RAW}", f"out={out}"]))
+    return load_build(out)
+
+
 @pytest.fixture
 def scripted_backend():
     """backend `scripted` in the judge registry for one test (support.scripted_backend); yields
@@ -62,3 +81,29 @@ def fake_openai():
         yield server
     finally:
         server.close()
+
+
+# Under pytest-xdist (`make test` runs `pytest -n auto --dist loadfile`): one OpenMP / BLAS thread per
+# worker and per process it starts (a training run, a stage), so that two workers on two cores do
+# not oversubscribe them (torch's spinning threads made a contended run slower than a serial one).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
+# The longest files of a measured run (`pytest --durations=0`, 2 cores), handed out first so that the
+# workers finish together rather than one starting the longest file last. Ordering only: a stale
+# entry costs time, never coverage.
+LONGEST_FIRST = ("tests/pipeline/test_pipeline.py", "tests/data/test_build_real.py", "tests/training/test_train_run.py",
+                 "tests/policy/test_policy_build.py", "tests/training/test_train_faults.py",
+                 "tests/data/test_build.py", "tests/evaluation/test_eval_faults.py",
+                 "tests/training/test_packing_bench.py", "tests/training/test_packing_model.py",
+                 "tests/config/test_schema_walk.py", "tests/evaluation/test_eval_run.py",
+                 "tests/data/test_build_machine.py", "tests/data/test_near_duplicates.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The LONGEST_FIRST files first, each file's tests together and in their order."""
+    root = Path(__file__).resolve().parent.parent
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(Path(it.path).resolve().relative_to(root).as_posix(), len(rank)))
+

@@ -355,3 +355,10 @@ def scripted_backend():
             return ScriptedJudge(self.script)
 
     return ScriptedConfig
+
+
+def shared_by_workers(tmp_path_factory) -> Path:
+    """A directory every pytest-xdist worker of this run sees (the run's base temp; without xdist,
+    this process's): for a session fixture made once per run, under a file lock, not once per worker."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base

@@ -10,7 +10,7 @@ from automon.schema import SUBSETS
 pytestmark = [needs_raw, pytest.mark.realdata]
 
 
-# real_build: tests/data/conftest.py (one build per session, shared with test_near_duplicates.py)
+# real_build: tests/conftest.py (one build per test run, shared with test_near_duplicates.py and test_train_run.py)
 
 
 def test_paper_proportions_and_pairs(real_build):

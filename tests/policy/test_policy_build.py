@@ -115,14 +115,15 @@ def test_policy_build_funnel_samples_cache_and_rebuild(synth_root, tmp_path, scr
 
 def test_cap_per_source_and_too_few_kept(synth_root, tmp_path, scripted_backend):
     scripted_backend["sycophant"] = sycophant(synth_root)
+    only = "subsets=[syco_qa,syco_reasoning]"  # the policy subsets: the others keep their templates (above)
     run_build(_cfg(synth_root, tmp_path / "b", tmp_path / "c", "policy.max_items_per_source=5",
-                   "test.syco_qa=1", "test.syco_reasoning=4"))
+                   "test.syco_qa=1", "test.syco_reasoning=4", only))
     f = load_build(tmp_path / "b").manifest["policy"]["subsets"]
     assert {src: c["asked"] for src, c in f["syco_qa"]["funnel"].items()} == {"mmlu": 5, "truthfulqa": 5}
     assert f["syco_reasoning"]["funnel"]["gsm8k"]["asked"] == 5
     with pytest.raises(BuildError, match=r"syco_reasoning: the policy gave 5 test pairs, 6 requested"):
         run_build(_cfg(synth_root, tmp_path / "b3", tmp_path / "c", "policy.max_items_per_source=5",
-                       "test.syco_qa=1", "test.syco_reasoning=6"))
+                       "test.syco_qa=1", "test.syco_reasoning=6", only))
 
 
 @pytest.mark.parametrize("override, match", [
@@ -155,7 +156,8 @@ def test_tiny_model_end_to_end_through_the_hf_backend(synth_root, tmp_path):
         cmd = [sys.executable, str(REPO / "data_build/build.py"), f"sources.root={synth_root}", f"out={out}",
                *SMALL_TEST, "generator=policy", "policy.model=tiny", "policy.backend=hf",
                "+policy.backend_args.device=cpu", "policy.max_items_per_source=2", "policy.max_new_tokens=8",
-               f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0"]
+               f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0",
+               "subsets=[syco_qa,syco_reasoning]"]  # the policy subsets (the others: the funnel test above)
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
@@ -251,7 +253,8 @@ def test_smollm2_end_to_end_through_the_hf_backend(synth_root, tmp_path):
     cmd = [sys.executable, str(REPO / "data_build/build.py"), f"sources.root={synth_root}", f"out={out}",
            *SMALL_TEST, "generator=policy", "policy.model=smollm2_135m_instruct", "policy.backend=hf",
            "+policy.backend_args.device=cpu", "policy.max_items_per_source=3", "policy.max_new_tokens=24",
-           f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0"]
+           f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0",
+           "subsets=[syco_qa,syco_reasoning]"]  # the policy subsets (the others: the funnel test)
     p = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"},
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import RAW, REPO, requires_realdata, run_sft, sft_cmd, tiny_overrides
+from support import REPO, run_sft, sft_cmd, tiny_overrides
 
 from automon.adapter_meta import AdapterMeta
 from automon.data.io import load_build
@@ -249,15 +249,10 @@ REAL_SUBSET = "safety_code"
 
 
 @pytest.mark.realdata
-def test_real_local_build_trains_tiny_model(tmp_path):
-    requires_realdata()
-    build = tmp_path / "build"
-    # Only the subset we train on: a one-subset build takes ~30 s instead of minutes.
-    cmd = [sys.executable, str(REPO / "data_build" / "build.py"), f"sources.root={RAW}", f"out={build}",
-           f"subsets=[{REAL_SUBSET}]"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    b = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200, env=env)
-    assert b.returncode == 0, b.stderr[-3000:]
+def test_real_local_build_trains_tiny_model(tmp_path, real_build):
+    """The default build of the real sources (the session's, tests/conftest.py: built by
+    data_build/build.py's run_build) trains the tiny model on one subset."""
+    build = real_build.path
     run = tmp_path / "run"
     # The issue's command with default hyperparameters (lr 1e-4: the tiny model's loss falls slowly, but
     # falls); max_seq_length 2048 so the long real samples (up to ~28k tokens) are shortened, not trained on
@@ -268,7 +263,7 @@ def test_real_local_build_trains_tiny_model(tmp_path):
     losses = [m["loss"] for m in _metrics(run)]
     assert len(losses) == 7 and losses[-1] < losses[0], losses
     summary = json.loads((run / "train_metrics.json").read_text())
-    assert summary["data"]["samples"] == len(load_build(build).samples("train"))   # none dropped
+    assert summary["data"]["samples"] == sum(s.subset == REAL_SUBSET for s in real_build.samples("train"))  # none dropped
     assert summary["data"]["samples_shortened"] > 0 and summary["data"]["length_max"] <= 2048
     meta = AdapterMeta.read(run / "adapter")
-    assert meta.subset == REAL_SUBSET and meta.data_manifest_hash == load_build(build).manifest_hash
+    assert meta.subset == REAL_SUBSET and meta.data_manifest_hash == real_build.manifest_hash
