@@ -297,8 +297,3 @@ class Seccomp:
     def install(self) -> None:
         """Install the filter on this process (and all it forks); needs no_new_privs (drop_caps)."""
         check(self._prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._ref, 0, 0), "seccomp")
-
-
-def seccomp() -> None:
-    """Install the filter on this process (and all it forks); needs no_new_privs (drop_caps)."""
-    Seccomp().install()
