@@ -362,3 +362,16 @@ def shared_by_workers(tmp_path_factory) -> Path:
     this process's): for a session fixture made once per run, under a file lock, not once per worker."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def markdown_table(md: str, header_start: str, strip: str = "") -> list[list[str]]:
+    """The body rows of the first markdown table in `md` whose header starts with `header_start`, each
+    cell stripped of whitespace (and then of the characters in `strip`, e.g. "*`" for emphasis)."""
+    lines = md.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header_start))
+    rows = []
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        rows.append([c.strip().strip(strip) if strip else c.strip() for c in ln.strip("|").split("|")])
+    return rows

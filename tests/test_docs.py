@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from support import markdown_table
+
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((REPO / "docs/results/build-local-v4.manifest.json").read_text())
 MANIFEST_V5 = json.loads((REPO / "docs/results/build-local-v5.manifest.json").read_text())
@@ -19,14 +21,7 @@ MANIFEST_V5 = json.loads((REPO / "docs/results/build-local-v5.manifest.json").re
 
 def _rows(md: str, header_start: str) -> list[list[str]]:
     """The body rows of the first markdown table whose header starts with `header_start`."""
-    lines = md.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(header_start))
-    rows = []
-    for ln in lines[start + 2:]:
-        if not ln.startswith("|"):
-            break
-        rows.append([c.strip().strip("*`") for c in ln.strip("|").split("|")])
-    return rows
+    return markdown_table(md, header_start, strip="*`")
 
 
 def test_build_timings_quote_the_bench_records():

@@ -321,15 +321,9 @@ def test_an_evaluation_with_stress_is_stale_when_a_stress_changes_version(tmp_pa
 def _readme_robustness_table(header: str, overall_rows: list[dict]) -> None:
     """The table of docs/results/mini/README.md that starts with `header`: one row per (monitor, stress) of
     `overall_rows` (a robustness.csv's overall rows), each cell as the csv records it."""
-    from support import REPO
+    from support import REPO, markdown_table
 
-    lines = (REPO / "docs/results/mini/README.md").read_text().splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
-    table = []
-    for ln in lines[start + 2:]:
-        if not ln.startswith("|"):
-            break
-        table.append([c.strip() for c in ln.strip("|").split("|")])
+    table = markdown_table((REPO / "docs/results/mini/README.md").read_text(), header)
     by_key = {(r["monitor"], r["stress"]): r for r in overall_rows}
     assert len(table) == len(by_key) >= 2
     f, d = (lambda v: f"{float(v):.3f}"), (lambda v: f"{float(v):+.3f}")
