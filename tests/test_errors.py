@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,41 @@ def test_ctrl_c_while_an_entry_script_still_imports_is_one_line_and_exit_130(tmp
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("error: interrupted (Ctrl-C)") and "rerun the same command" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sitecustomize.py"]  # nothing written
+
+
+# A signal whose handler runs inside a finalizer: Python prints 'Exception ignored' and drops what the
+# handler raised, so without automon.errors.resend_dropped_signals the process would sleep on.
+DROPPED_SIGNAL = """
+import os, signal, sys, time
+from automon.errors import end_start, guard_start
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))  # the handler runs in here
+        for _ in range(1000):
+            pass
+
+guard_start()
+end_start()
+if sys.argv[1] == "SIGTERM":
+    from automon.data.cli import stop_cleanly_on_sigterm  # the build's handler
+    stop_cleanly_on_sigterm()
+try:
+    Finalized()
+    time.sleep(30)
+    print("ran on")
+except KeyboardInterrupt:
+    print("interrupted")
+finally:
+    print("cleaned up")
+"""
+
+
+@pytest.mark.parametrize("sig, status, out", [("SIGTERM", 128 + signal.SIGTERM, "cleaned up\n"),
+                                              ("SIGINT", 0, "interrupted\ncleaned up\n")])
+def test_a_signal_python_drops_in_a_finalizer_is_sent_again(sig, status, out):
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", DROPPED_SIGNAL, sig], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (status, out), r.stderr
+    assert "Exception ignored" not in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 20  # not after the 30 s sleep

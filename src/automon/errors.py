@@ -150,7 +150,44 @@ def interrupted(e: BaseException) -> int:
 
 
 def _interrupted_while_starting(signum: int, frame: Any) -> None:
-    raise SystemExit(interrupted(KeyboardInterrupt()))
+    raise exit_by_signal(signum, interrupted(KeyboardInterrupt()))
+
+
+def exit_by_signal(signum: int, status: int | None = None) -> SystemExit:
+    """The SystemExit a signal handler raises to end the process (status 128 + signum unless given),
+    marked with the signal so that `resend_dropped_signals` can send it again should Python drop it."""
+    e = SystemExit(128 + signum if status is None else status)
+    e.signum = signum
+    return e
+
+
+def _resend_dropped_signal(unraisable: Any) -> None:
+    """sys.unraisablehook (resend_dropped_signals). Python runs a signal handler at the main thread's
+    next bytecode, which may be a weakref callback's or a __del__'s; an exception raised there is
+    printed as 'Exception ignored in ...' and dropped, and the process runs on as if never signalled
+    (CI saw a SIGTERMed build finish). A KeyboardInterrupt, or a SystemExit from exit_by_signal, lost
+    that way is sent again: shortly and from another thread, so that it lands in the main thread's own
+    code once this hook has returned (raised in here it would be dropped too). Should it land in a
+    finalizer again, it comes back here."""
+    e = unraisable.exc_value
+    if isinstance(e, KeyboardInterrupt):
+        signum = signal.SIGINT
+    elif isinstance(e, SystemExit) and hasattr(e, "signum"):
+        signum = e.signum
+    else:
+        sys.__unraisablehook__(unraisable)
+        return
+    import threading  # here: automon.startup imports this module first thing, and keeps that light
+
+    resend = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+    resend.daemon = True
+    resend.start()
+
+
+def resend_dropped_signals() -> None:
+    """Install `_resend_dropped_signal`: a Ctrl-C or a SIGTERM is never lost to a finalizer. Forked
+    children inherit it; guard_start (every entry script) installs it."""
+    sys.unraisablehook = _resend_dropped_signal
 
 
 def guard_start() -> None:
@@ -161,6 +198,7 @@ def guard_start() -> None:
     Leaves SIGINT alone where it is not Python's default (ignored in a background job, a caller's own)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
+    resend_dropped_signals()
 
 
 def end_start() -> None:

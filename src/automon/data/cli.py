@@ -14,17 +14,25 @@ from automon.data.audit import audit, build_shortcut_notes, card_section, exceed
 from automon.data.build import run_build
 from automon.data.io import BUILD_COMMAND  # noqa: F401  (re-exported for messages elsewhere)
 from automon.data.io import atomic_dir, load_build
+from automon.errors import exit_by_signal, resend_dropped_signals
 
 
 def _exit_on_sigterm(signum, frame) -> None:
     # SystemExit unwinds through the build's `finally` blocks (temp dir removed, sandbox workers
     # stopped); Python's default for SIGTERM would end the process on the spot and leave them.
-    raise SystemExit(128 + signum)
+    raise exit_by_signal(signum)
+
+
+def stop_cleanly_on_sigterm() -> None:
+    """SIGTERM ends the build (and each forked child, which inherits the handler) like an error does;
+    a SIGTERM Python drops (it ran in a finalizer) is sent again (automon.errors.resend_dropped_signals)."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    resend_dropped_signals()
 
 
 def main_build(cfg) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    stop_cleanly_on_sigterm()
     manifest = run_build(cfg)
     c = manifest["counts"]
     n = {split: sum(v for sub in c.get(split, {}).values() for v in sub.values()) for split in ("test", "train")}
