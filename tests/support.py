@@ -30,6 +30,7 @@ from automon.data.io import write_build  # noqa: E402
 from automon.prompts import FIT_VERSION  # noqa: E402
 from automon.schema import SUBSETS, Sample  # noqa: E402
 from automon.subsets import names as subset_names  # noqa: E402
+from warm_python import WarmPython  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -289,17 +290,21 @@ def sft_cmd(*overrides: str) -> list[str]:
     return [sys.executable, str(SFT), *overrides]
 
 
+_WARM = WarmPython()
+
+
 def run_sft(*overrides: str, timeout: float = 600, cwd: Path | None = None,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """train/sft.py as a user runs it; `env` values of None remove a variable."""
+    """train/sft.py as a user runs it; `env` values of None remove a variable. Runs whose environment
+    is this process's go to a warm interpreter (tests/warm_python.py: the ~7 s of torch, transformers
+    and TRL imports paid once per worker); AUTOMON_TEST_COLD=1 runs every one fresh."""
     e = dict(os.environ)
     for k, v in (env or {}).items():
         if v is None:
             e.pop(k, None)
         else:
             e[k] = v
-    return subprocess.run(sft_cmd(*overrides), cwd=cwd or REPO, env=e, capture_output=True, text=True,
-                          timeout=timeout)
+    return _WARM.run(sft_cmd(*overrides), cwd=cwd or REPO, env=e, timeout=timeout)
 
 
 def holdout_env() -> dict:
@@ -310,9 +315,8 @@ def holdout_env() -> dict:
 
 
 def run_holdout(*overrides: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """eval/holdout.py as a user runs it."""
-    return subprocess.run([sys.executable, str(HOLDOUT), *overrides], capture_output=True, text=True,
-                          timeout=timeout, env=holdout_env(), cwd=REPO)
+    """eval/holdout.py as a user runs it (through the warm interpreter, as run_sft)."""
+    return _WARM.run([sys.executable, str(HOLDOUT), *overrides], cwd=REPO, env=holdout_env(), timeout=timeout)
 
 
 # ---------------------------------------------------------------- a scripted policy backend
