@@ -38,7 +38,7 @@ print("end")
 
 @pytest.fixture(scope="module")
 def warm():
-    w = WarmPython()
+    w = WarmPython(honour_cold=False)  # what is under test, whatever AUTOMON_TEST_COLD says
     yield w
     if w._proc is not None:
         w._stop()

@@ -41,14 +41,15 @@ class WarmPython:
     """One server for this process (each xdist worker has its own), started on first use in this
     process's environment; the runs in that environment go to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, honour_cold: bool = True) -> None:
+        self._honour_cold = honour_cold  # False: AUTOMON_TEST_COLD=1 is ignored (tests of this module)
         self._proc: subprocess.Popen | None = None
         self._env: dict[str, str] | None = None
         self._lock = threading.Lock()
         self._pending = b""  # reply bytes read but not yet taken
 
     def usable(self, env: dict[str, str]) -> bool:
-        if os.environ.get(COLD_ENV) == "1" or not hasattr(os, "fork"):
+        if (self._honour_cold and os.environ.get(COLD_ENV) == "1") or not hasattr(os, "fork"):
             return False
         if self._proc is not None and self._proc.poll() is not None:
             self._proc = None  # it died: start another
@@ -59,9 +60,14 @@ class WarmPython:
     def run(self, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         """Like subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout),
         argv[0] being sys.executable and argv[1] the script; a fresh interpreter where not usable."""
-        if not self.usable(env):
-            return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        with self._lock, tempfile.TemporaryDirectory(prefix="warm-run-") as tmp:
+        with self._lock:
+            if not self.usable(env):
+                return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+            return self._run_warm(argv, cwd, env, timeout)
+
+    def _run_warm(self, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float
+                  ) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory(prefix="warm-run-") as tmp:
             proc = self._server()
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
             req = {"argv": list(argv[1:]), "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
