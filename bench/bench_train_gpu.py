@@ -298,11 +298,7 @@ def corpus_worker(trainer_name: str, packed: bool, model_dir: str, warmup: int, 
 
 
 def run_corpus(args, model_dir: Path, model: str, trainers: list[str], cuda: bool) -> int:
-    record = Path(args.corpus)
-    if not record.exists():
-        print(f"bench_train_gpu --corpus: {record} is missing: run python bench/bench_train.py first (it records "
-              "the local build's length histogram)", file=sys.stderr)
-        return 2
+    record = Path(args.corpus)  # main checked that it exists
     corpus = json.loads(record.read_text())
     epoch_tokens = corpus.get("epoch_useful_tokens") or corpus["packed"]["useful_tokens"]
     max_len = args.max_len or corpus.get("max_seq_length", 32768)
@@ -407,6 +403,11 @@ def main() -> int:
     ap.add_argument("--worker", nargs=2, metavar=("TRAINER", "SEQ_LEN"), help=argparse.SUPPRESS)
     ap.add_argument("--corpus-worker", nargs=2, metavar=("TRAINER", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.corpus and not args.corpus_worker and not Path(args.corpus).exists():
+        # before torch and the random model (minutes for a 4B one on a GPU node)
+        print(f"bench_train_gpu --corpus: {args.corpus} is missing: run python bench/bench_train.py first (it "
+              "records the local build's length histogram)", file=sys.stderr)
+        return 2
 
     import torch
 
