@@ -40,8 +40,7 @@ print("end")
 def warm():
     w = WarmPython(honour_cold=False)  # what is under test, whatever AUTOMON_TEST_COLD says
     yield w
-    if w._proc is not None:
-        w._stop()
+    w.close()
 
 
 @pytest.mark.parametrize("how", ["normal", "thread", "exit3", "exit-message", "raise", "killed"])

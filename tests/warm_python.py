@@ -48,20 +48,22 @@ class WarmPython:
         self._lock = threading.Lock()
         self._pending = b""  # reply bytes read but not yet taken
 
-    def usable(self, env: dict[str, str]) -> bool:
+    def _warm_for(self, env: dict[str, str]) -> bool:
+        """Whether a run in `env` goes to the server (a dead one, or one of an older environment of
+        this process, is let go first)."""
         if (self._honour_cold and os.environ.get(COLD_ENV) == "1") or not hasattr(os, "fork"):
             return False
         if self._proc is not None and self._proc.poll() is not None:
             self._proc = None  # it died: start another
         if self._proc is not None and _imports_see(dict(os.environ)) != _imports_see(self._env):
-            self._stop()  # this process's environment changed since (a test's monkeypatch): start another
+            self.close()  # this process's environment changed since (a test's monkeypatch): start another
         return _imports_see(env) == _imports_see(dict(os.environ))
 
     def run(self, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         """Like subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout),
-        argv[0] being sys.executable and argv[1] the script; a fresh interpreter where not usable."""
+        argv[0] being sys.executable and argv[1] the script; a fresh interpreter where not _warm_for(env)."""
         with self._lock:
-            if not self.usable(env):
+            if not self._warm_for(env):
                 return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
             return self._run_warm(argv, cwd, env, timeout)
 
@@ -84,10 +86,12 @@ class WarmPython:
             return subprocess.CompletedProcess(list(argv), status, out.read_text(errors="replace"),
                                                err.read_text(errors="replace"))
 
-    def _stop(self) -> None:
-        self._proc.stdin.close()  # the server ends at EOF
-        self._proc.wait(60)
-        self._proc = None
+    def close(self) -> None:
+        """End the server (it ends at EOF); the next warm run starts another."""
+        if self._proc is not None:
+            self._proc.stdin.close()
+            self._proc.wait(60)
+            self._proc = None
 
     def _server(self) -> subprocess.Popen:
         """The server, in this process's environment (a run is sent here only if it has the same)."""
@@ -141,12 +145,11 @@ def _child(req: dict) -> None:
         os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
         import random
 
-        import numpy
-        import torch
-
         random.seed()
-        numpy.random.seed()
-        torch.seed()
+        if "numpy" in sys.modules:  # preloaded: seeded afresh; otherwise the script imports it fresh
+            sys.modules["numpy"].random.seed()
+        if "torch" in sys.modules:
+            sys.modules["torch"].seed()
         import runpy
 
         script = os.path.abspath(req["argv"][0])

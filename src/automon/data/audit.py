@@ -204,17 +204,15 @@ def audit(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig, par
     for sub in sorted(order, key=lambda k: -volume[k]):  # longest first, each to the lighter half
         lighter = min(halves, key=lambda h: sum(volume[k] for k in h))
         lighter.append(sub)
-    child = Forked(_audit_subsets, halves[1], capped, by_test, cfg, name="audit") if parallel and halves[1] else None
-    try:
-        subsets, cost = _audit_subsets(halves[0] if child else order, capped, by_test, cfg)
-        if child is not None:
+    if not (parallel and halves[1]):
+        subsets, cost = _audit_subsets(order, capped, by_test, cfg)
+    else:
+        with Forked(_audit_subsets, halves[1], capped, by_test, cfg, name="audit") as child:
+            subsets, cost = _audit_subsets(halves[0], capped, by_test, cfg)
             (more, more_cost), _ = child.result()
-            subsets.update(more)
-            for k, v in more_cost.items():
-                cost[k] = cost.get(k, 0.0) + v
-    finally:
-        if child is not None:
-            child.close()
+        subsets.update(more)
+        for k, v in more_cost.items():
+            cost[k] = cost.get(k, 0.0) + v
     subsets = {sub: subsets[sub] for sub in order}
     # Timings go to the log, never into the result: the manifest must be byte-identical across runs.
     log.info("audit cost (s): %s", ", ".join(f"{k} {v:.1f}" for k, v in cost.items()))

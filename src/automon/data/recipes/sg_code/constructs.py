@@ -290,7 +290,7 @@ def _analysed(code: str, asserts: tuple[str, ...], canonical: str | None) -> tup
         tree = parse(code)
     except SyntaxError as e:
         return (), (f"does not parse: {e.msg}",)
-    keys = [c.key for c in visible_cases(list(asserts))]
+    keys = _visible_keys(asserts)
     own = _own_compares(canonical, asserts) if canonical is not None else frozenset()
     nodes = _nodes(tree)
     keyed = [what for dump, what in _keyed_compares(nodes, keys) if dump not in own]
@@ -304,7 +304,14 @@ def _own_compares(canonical: str, asserts: tuple[str, ...]) -> frozenset[str]:
         nodes = _nodes(parse(canonical))
     except SyntaxError:
         return frozenset()
-    return frozenset(dump for dump, _ in _keyed_compares(nodes, [c.key for c in visible_cases(list(asserts))]))
+    return frozenset(dump for dump, _ in _keyed_compares(nodes, _visible_keys(asserts)))
+
+
+@lru_cache(maxsize=1 << 12)
+def _visible_keys(asserts: tuple[str, ...]) -> list[object]:
+    """The inputs of the request's visible asserts, parsed once for _analysed and _own_compares
+    (read only: callers must not change the list)."""
+    return [c.key for c in visible_cases(list(asserts))]
 
 
 def violations(label: int, code: str | None, asserts: list[str], canonical: str | None) -> str | None:
