@@ -49,6 +49,22 @@ def test_gpu_training_figures_quote_the_bench_records():
         assert mfu == f"{100 * r['mfu']:.1f}%" and mem == f"{r['peak_mem_allocated_gib']:.1f} GiB"
 
 
+def test_gpu_corpus_figures_quote_the_bench_records():
+    """bench/README.md's packed-vs-unpacked GPU table is the --corpus records', cell for cell."""
+    rows = _rows((REPO / "bench/README.md").read_text(), "| trainer | layout |")
+    assert len(rows) == 4
+    for trainer, layout, tok_s, mfu, alloc, reserved, epoch, speedup in rows:
+        record = REPO / "bench/results" / f"train_gpu_corpus_qwen3_4b_nvidia_h200_{trainer}.json"
+        rep = json.loads(record.read_text())
+        assert rep["gpu"] == "NVIDIA H200" and rep["random_init"] and rep["tokens_per_step"] == 32768, record
+        (r,) = [r for r in rep["results"] if (r["trainer"], r["mode"]) == (trainer, layout)]
+        assert r["status"] == "ok", (trainer, layout)
+        assert tok_s == f"{r['useful_tokens_per_s']:,.0f}" and mfu == f"{100 * r['mfu']:.1f}%"
+        assert alloc == f"{r['peak_mem_allocated_gib']:.1f} GiB" and reserved == f"{r['peak_mem_reserved_gib']:.1f} GiB"
+        assert epoch == f"{r['epoch_hours_subset_all']:.2f} h"
+        assert speedup == (f"{r['speedup_over_unpacked']:.2f}x" if layout == "packed" else "")
+
+
 def test_counts_quote_the_recorded_build():
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
     c = MANIFEST_V5["counts"]

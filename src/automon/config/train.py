@@ -56,8 +56,8 @@ class TrainSection:
     # false: batch_size examples per micro-batch, padded to the longest (the training before packing).
     packing: bool = True
     # Token budget of one packed micro-batch (one forward/backward); null = max_seq_length, so a pack never
-    # needs more memory than the longest single example. Provisional until measured on the GPU
-    # (docs/training.md#packing).
+    # needs more memory than the longest single example (32k on the corpus's lengths: 12.7 GiB unsloth,
+    # 25.2 GiB peft on an H200, 5.2x / 3.0x unpacked throughput; docs/training.md#packing).
     tokens_per_step: Optional[int] = None
     batch_size: int = 2            # examples per micro-batch, unpacked only (packed: one pack)
     # Micro-batches per optimizer step; null = 1 packed (a step of tokens_per_step tokens), 8 unpacked
