@@ -84,6 +84,29 @@ def test_each_adapter_scores_like_itself_and_base_ignores_adapters(tok, prompts,
     assert max(abs(a.p_yes - b.p_yes) for a, b in zip(got_a, got_b)) > 1e-3  # adapters really differ
 
 
+def test_a_prompt_is_tokenised_once_however_many_judges_ask_it(tok, prompts, adapters):
+    """In a matrix the base model and every adapter score the same texts: each is tokenised once, and
+    the results are those of each judge asked alone."""
+    asked: list[str] = []
+
+    class Counting:
+        def __call__(self, texts, **kw):
+            asked.extend(texts)
+            return tok(texts, **kw)
+
+        def __getattr__(self, name):
+            return getattr(tok, name)
+
+    judge = HFJudge(MODEL, HFConfig(batch_size=3, device="cpu"), "direct", adapters, tok)
+    sub = prompts[:4]
+    alone = [judge.score(_req(sub, a)) for a in ("a", None, "b")]
+    judge.tokenizer, judge.timing.prompt_tokens = Counting(), 0
+    together = judge.score(_req(sub, "a") + _req(sub, None) + _req(sub, "b"))
+    assert sorted(asked) == sorted(sub)                                   # 4 texts tokenised, not 12
+    assert judge.timing.prompt_tokens == 3 * sum(len(tok.encode(p, add_special_tokens=False)) for p in sub)
+    assert [r.p_yes for r in together] == [r.p_yes for group in alone for r in group]
+
+
 def test_plan_batches_respects_both_limits():
     lengths = [5, 100, 7, 60, 60, 3, 2000, 8]
     batches = plan_batches(lengths, batch_size=3, max_batch_tokens=200)

@@ -80,7 +80,7 @@ def test_long_samples_get_the_same_prompt_token_ids_in_training_and_evaluation(t
     # training's example builder, on the same samples, shots and length limit
     builder = ExampleBuilder(tok, prompt, enable_thinking=False, max_seq_length=limit, shots=shots)
     examples, stats = builder.build_all([test[r.id] for r in rec.requests])
-    # what the hf backend scores: the request's prompt text, tokenised (HFJudge._score_texts)
+    # what the hf backend scores: the request's prompt text, tokenised (HFJudge._token_ids)
     scored = tok([r.prompt for r in rec.requests], add_special_tokens=False)["input_ids"]
     assert len(scored) == len(test) == 12
     for r, ids, ex in zip(rec.requests, scored, examples):
