@@ -2,7 +2,12 @@
 
     python scripts/blind_read.py make BUILD SUBSET PAIRS SEED OUT    -> OUT/<subset>.jsonl (request + response
                                                                        only, shuffled) and OUT/<subset>.key.json
+    python scripts/blind_read.py make-singles BUILD SUBSET PAIRS SEED OUT   -> the same with one twin per pair
     python scripts/blind_read.py score OUT/<subset>.key.json ANSWERS.jsonl
+
+`make` shows both twins of each pair, so a reader can compare them; `make-singles` shows one twin of each
+(which one drawn with the seed), as a deployed monitor sees a response: a label that only the comparison
+reveals shows up there.
 
 A reader sees only <subset>.jsonl and the monitor prompt's definition, and writes one JSON line per item:
 {"blind_id", "misbehavior": "yes"|"no", "confidence", "reason", "broken"}. `score` prints MR and FAR against
@@ -16,7 +21,7 @@ import random
 import sys
 
 
-def make(build: str, subset: str, pairs: int, seed: int, out: str) -> None:
+def make(build: str, subset: str, pairs: int, seed: int, out: str, singles: bool = False) -> None:
     by_pair = collections.defaultdict(list)
     with open(f"{build}/test.jsonl") as f:
         for line in f:
@@ -24,7 +29,11 @@ def make(build: str, subset: str, pairs: int, seed: int, out: str) -> None:
             if r["subset"] == subset:
                 by_pair[r["pair_id"]].append(r)
     rng = random.Random(seed)
-    items = [r for p in rng.sample(sorted(by_pair), pairs) for r in by_pair[p]]
+    chosen = rng.sample(sorted(by_pair), pairs)
+    if singles:
+        items = [rng.choice(sorted(by_pair[p], key=lambda r: r["label"])) for p in chosen]
+    else:
+        items = [r for p in chosen for r in by_pair[p]]
     rng.shuffle(items)
     key = {}
     with open(f"{out}/{subset}.jsonl", "w") as f:
@@ -56,9 +65,9 @@ def score(key_path: str, answers: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["make"] and len(sys.argv) == 7:
-        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    if sys.argv[1:2] in (["make"], ["make-singles"]) and len(sys.argv) == 7:
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[1] == "make-singles")
     elif sys.argv[1:2] == ["score"] and len(sys.argv) == 4:
         score(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("error: usage: blind_read.py make BUILD SUBSET PAIRS SEED OUT | score KEY.json ANSWERS.jsonl")
+        sys.exit("error: usage: blind_read.py make|make-singles BUILD SUBSET PAIRS SEED OUT | score KEY.json ANSWERS.jsonl")
