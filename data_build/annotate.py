@@ -8,6 +8,8 @@ Usage:
     python data_build/annotate.py safety-export name=safety_v1 sources_root=../shared/data/raw overwrite=true
     #   annotators write annotations/safety_v1/<annotator>/<chunk>.jsonl (export/INSTRUCTIONS.md)
     python data_build/annotate.py safety-import name=safety_v1
+    #   a third reading of the kept pairs' replies, one at a time: annotations/safety_v2/screen/
+    python data_build/annotate.py safety-screen name=safety_v2 base=safety_v1
 
 Keys: automon.data.annotate (ExportConfig, ImportConfig, SafetyExportConfig, SafetyImportConfig);
 what each does: its docstring.

@@ -285,6 +285,90 @@ def test_v5_build_tests_only_kept_pairs_and_reports_them(synth_root, ann_root, t
     assert manifest["dropped"]["safety_qa/train_only_annotators_disagree"] == 1
 
 
+def _screen(ann_root, key, read, name="safety_v2"):
+    """A screen of safety_v1's safety_qa items in `read` (item -> (misbehavior said, broken)), one file."""
+    screen = ann_root / name / "screen"
+    (screen / "answers").mkdir(parents=True, exist_ok=True)
+    skey = {f"s-{n:03d}": {"subset": "safety_qa", "source": key[i]["pair"], "label": key[i]["label"],
+                           "sample_id": key[i]["sample_id"]} for n, i in enumerate(sorted(read))}
+    (screen / "key.json").write_text(json.dumps(skey))
+    with open(screen / "answers" / "reader_c.jsonl", "w") as f:
+        for n, i in enumerate(sorted(read)):
+            said, broken = read[i]
+            f.write(json.dumps({"blind_id": f"s-{n:03d}", "misbehavior": said, "confidence": 0.8, "reason": f"why {n}",
+                                "broken": broken}) + "\n")
+
+
+def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_v6_build_tests_the_rest(
+        synth_root, ann_root, tmp_path, monkeypatch):
+    """safety-screen: a kept pair whose benign twin the screen reads as misbehavior, whose misbehavior
+    twin it reads as benign, or which it marks broken, is rejected; agreed and unread pairs stay as they
+    were; the build of an annotation with a screen tests the rest and its card says so."""
+    import automon.data.recipes.safety as safety
+    from automon.data.annotate import SafetyScreenConfig, safety_screen
+    from automon.data.build import run_build
+
+    monkeypatch.setattr(safety, "LENGTH_MAX_AUROC", 1.0)
+    _export(synth_root, qa=10, code=10)
+    key = _key(ann_root)
+    yn = lambda i: ("yes" if key[i]["label"] else "no", False)  # noqa: E731
+    _annotate(ann_root, "reader_a", yn)
+    _annotate(ann_root, "reader_b", yn)
+    base = safety_import(SafetyImportConfig(annotators_are="two fake readers"))
+    qa = sorted(i for i in key if key[i]["subset"] == "safety_qa")
+    benign = [i for i in qa if key[i]["label"] == 0]
+    bad = [i for i in qa if key[i]["label"] == 1]
+    read = {benign[0]: (True, False), bad[1]: (False, False), benign[2]: (False, True),   # against, against, broken
+            benign[3]: (False, False), bad[4]: (True, False)}                           # agreed
+    _screen(ann_root, key, read)
+    out = safety_screen(SafetyScreenConfig(screeners_are="one fake screener"))
+    status = out["pairs"]["safety_qa"]
+    rejected = {key[i]["pair"] for i in (benign[0], bad[1], benign[2])}
+    assert {p for p, v in status.items() if v["status"] == "rejected"} == rejected
+    assert all(v == base["pairs"]["safety_qa"][p] for p, v in status.items() if p not in rejected)
+    assert out["pairs"]["safety_code"] == base["pairs"]["safety_code"]
+    s = out["subsets"]["safety_qa"]
+    assert (s["pairs_kept"], s["pairs_rejected"], s["pairs_rejected_by_screen"]) == (7, 3, 3)
+    assert out["screen"]["subsets"]["safety_qa"] == {"agreed": 3, "benign_flagged": 1, "benign_read": 3, "broken": 1,
+                                                     "misbehavior_missed": 1, "misbehavior_read": 2, "pairs_rejected": 3}
+    assert out["screen"]["base"] == "safety_v1" and "why 0" in " ".join(out["screen"]["rejected"]["safety_qa"].values())
+    assert json.loads((ann_root / "safety_v1/verdicts.json").read_text()) == base   # the base is left as it was
+
+    manifest = run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings=v6",
+                                    "subsets=[safety_qa,safety_code]", "test.safety_qa=10", "test.safety_code=10"]))
+    assert manifest["test_pairs"]["safety_qa"] == 7
+    assert manifest["safety_annotations"]["name"] == "safety_v2"
+    assert manifest["safety_annotations"]["screen"]["subsets"]["safety_qa"]["pairs_rejected"] == 3
+    card = (tmp_path / "b" / "README.md").read_text()
+    assert "**Screen.**" in card and "one fake screener" in card and "3 kept pairs rejected" in card
+
+
+def test_a_screen_refuses_what_it_cannot_apply(synth_root, ann_root):
+    from automon.data.annotate import SafetyScreenConfig, safety_screen
+
+    with pytest.raises(AnnotationError, match="safety_v1/verdicts.json is missing"):
+        safety_screen(SafetyScreenConfig())
+    _export(synth_root, qa=4, code=4)
+    key = _key(ann_root)
+    yn = lambda i: ("yes" if key[i]["label"] else "no", False)  # noqa: E731
+    _annotate(ann_root, "reader_a", yn)
+    _annotate(ann_root, "reader_b", yn)
+    safety_import(SafetyImportConfig())
+    with pytest.raises(AnnotationError, match="is the base"):
+        safety_screen(SafetyScreenConfig(name="safety_v1"))
+    with pytest.raises(AnnotationError, match="key.json is missing"):
+        safety_screen(SafetyScreenConfig())
+    qa = sorted(i for i in key if key[i]["subset"] == "safety_qa")
+    _screen(ann_root, key, {qa[0]: (False, False), qa[1]: (True, False)})
+    lines = (ann_root / "safety_v2/screen/answers/reader_c.jsonl").read_text().splitlines()
+    (ann_root / "safety_v2/screen/answers/reader_c.jsonl").write_text(lines[0] + "\n")
+    with pytest.raises(AnnotationError, match="1 keyed item\\(s\\) have no answer"):
+        safety_screen(SafetyScreenConfig())
+    (ann_root / "safety_v2/screen/answers/reader_c.jsonl").write_text(lines[0] + "\n" + lines[0] + "\n")
+    with pytest.raises(AnnotationError, match="answered twice"):
+        safety_screen(SafetyScreenConfig())
+
+
 def test_a_changed_text_is_not_annotated(synth_root, ann_root):
     """A pair whose text differs from what the annotators read may not test (it trains)."""
     from automon.data.recipes.base import Drops

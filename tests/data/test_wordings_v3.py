@@ -30,10 +30,13 @@ def _world(samples):
     return [s for s in samples if s.meta.get("source_dataset", "").startswith("rh_world_affecting")]
 
 
-def test_v5_is_the_default_and_v4_keeps_its_switches():
+def test_v6_is_the_default_v5_differs_only_in_its_annotations_and_v4_keeps_its_switches():
     w = build_cfg([]).wordings
-    assert w.version == "v5" and w.sg_code_templates == "v3" and not w.sg_code_minimal_pairs
-    assert w.choices_by_letter and w.sg_qa_balanced and w.shared_source_keys and w.safety_annotations
+    assert w.version == "v6" and w.sg_code_templates == "v3" and not w.sg_code_minimal_pairs
+    assert w.choices_by_letter and w.sg_qa_balanced and w.shared_source_keys and w.safety_annotations == "safety_v2"
+    v5 = build_cfg(["wordings=v5"]).wordings
+    differ = {k for k in w if w[k] != v5[k]}
+    assert differ == {"version", "safety_annotations", "shortcut_notes"} and v5.safety_annotations == "safety_v1"
     v4 = build_cfg(["wordings=v4"]).wordings
     assert v4.choices_by_letter and v4.sg_code_minimal_pairs and v4.sg_qa_balanced and v4.shared_source_keys
     assert not build_cfg(["wordings=v3"]).wordings.shared_source_keys

@@ -21,12 +21,15 @@ a build, and the build reads the verdicts (annotations/<name>/verdicts.json):
     python data_build/annotate.py safety-export name=safety_v1 sources_root=../shared/data/raw
     (each annotator writes annotations/safety_v1/<annotator>/<chunk>.jsonl, see export/INSTRUCTIONS.md)
     python data_build/annotate.py safety-import name=safety_v1
+    (a third reading of the kept pairs, one reply at a time, in annotations/safety_v2/screen/)
+    python data_build/annotate.py safety-screen name=safety_v2 base=safety_v1
 
-(see the "safety pairs" section below).
+(see the "safety pairs" and "screen" sections below).
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import json
@@ -553,8 +556,105 @@ def safety_import(cfg: SafetyImportConfig) -> dict:
     return out
 
 
+# ================================================================ a screen of kept pairs
+# Two annotators who agree can still both be lenient: read one reply at a time, a careful monitor called
+# 4 of 27 benign safety_qa test replies of safety_v1 misbehavior (docs/results/blind-read-v5-singles-seed113).
+# `safety-screen` makes a new annotation from an earlier one and a third reading of its kept pairs' test
+# replies, each shown alone (blind_read's format): a kept pair one of whose twins the screen reads
+# against its label, or marks broken, is rejected; nothing else changes.
+
+SCREEN_VERSION = "safety-screen-v1"
+_SCREEN_KEYS = ("blind_id", "misbehavior", "confidence", "reason", "broken")
+
+
+@dataclass
+class SafetyScreenConfig:
+    name: str = "safety_v2"          # annotations/<name>: the new annotation (verdicts.json, screen/)
+    base: str = "safety_v1"          # annotations/<base>/verdicts.json: the annotation screened
+    root: str = ""                   # where annotations/ is ("" = the repository's)
+    # who read the screen, for the dataset card (e.g. "one Claude-based blind reader per file")
+    screeners_are: str = ""
+
+
+def _screen_answers(folder: Path, key: dict) -> dict[str, dict]:
+    """blind_id -> answer, from every *.jsonl in `folder` (blind_read's answer format), each keyed item once."""
+    got: dict[str, dict] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        for where, row in _json_lines(path, "one JSON object per line"):
+            if not isinstance(row, dict) or set(row) != set(_SCREEN_KEYS):
+                raise AnnotationError(f"the line's keys are {sorted(row) if isinstance(row, dict) else row!r}",
+                                      where, f"write exactly the keys {list(_SCREEN_KEYS)}")
+            bid = row["blind_id"]
+            if bid not in key:
+                raise AnnotationError(f"item {bid!r} is not in the screen's key.json", where, "answer only keyed items")
+            if bid in got:
+                raise AnnotationError(f"item {bid} is answered twice", where, "keep one line per item")
+            if not isinstance(row["misbehavior"], bool) or not isinstance(row["broken"], bool):
+                raise AnnotationError(f"misbehavior / broken are {row['misbehavior']!r} / {row['broken']!r}", where,
+                                      "write true or false")
+            got[bid] = row
+    missing = set(key) - set(got)
+    if missing:
+        raise AnnotationError(f"{len(missing)} keyed item(s) have no answer, e.g. {sorted(missing)[0]}", str(folder),
+                              "answer every item of the screen")
+    return got
+
+
+def safety_screen(cfg: SafetyScreenConfig) -> dict:
+    """annotations/<base>/verdicts.json + annotations/<name>/screen/ (key.json: blind_id -> {subset, source,
+    label, sample_id}; answers/*.jsonl) -> annotations/<name>/verdicts.json: the base's verdicts with every
+    kept pair rejected whose screened twin was read against its label or marked broken."""
+    base_path = verdicts_path(cfg.base, cfg.root)
+    if not base_path.is_file():
+        raise AnnotationError(f"{base_path} is missing", "base", "screen an imported annotation (safety-import)")
+    if cfg.name == cfg.base:
+        raise AnnotationError(f"name={cfg.name} is the base", "name", "a screen writes a new annotation: name it apart")
+    raw = base_path.read_bytes()
+    data = json.loads(raw)
+    screen = annotations_dir(cfg.root, cfg.name) / "screen"
+    if not (screen / "key.json").is_file():
+        raise AnnotationError(f"{screen / 'key.json'} is missing", "name",
+                              "put the screen's key.json and its answers/ folder there")
+    key = json.loads((screen / "key.json").read_text(encoding="utf-8"))
+    answers = _screen_answers(screen / "answers", key)
+    rejected: dict[str, dict[str, str]] = {}
+    tallies: dict[str, collections.Counter] = {}
+    for bid in sorted(key):
+        k, a = key[bid], answers[bid]
+        pairs = data["pairs"].get(k["subset"], {})
+        if k["source"] not in pairs:
+            raise AnnotationError(f"{bid}: pair {k['source']} is not in {base_path}", str(screen / "key.json"),
+                                  f"screen pairs of annotations/{cfg.base} only")
+        c = tallies.setdefault(k["subset"], collections.Counter())
+        c["misbehavior_read" if k["label"] else "benign_read"] += 1
+        against = a["misbehavior"] != bool(k["label"])
+        c["misbehavior_missed" if k["label"] and against else "benign_flagged" if against else "agreed"] += 1
+        c["broken"] += a["broken"]
+        if (against or a["broken"]) and pairs[k["source"]]["status"] == "kept":
+            why = "marked broken" if a["broken"] else f"{'misbehavior' if k['label'] else 'benign'} twin read as " \
+                  f"{'benign' if k['label'] else 'misbehavior'}"
+            rejected.setdefault(k["subset"], {})[k["source"]] = f"{why}: {a['reason']}"
+    out = json.loads(raw)
+    out["name"] = cfg.name
+    for subset, by_source in rejected.items():
+        for source in by_source:
+            out["pairs"][subset][source]["status"] = "rejected"
+    for subset, v in out["subsets"].items():
+        status = [p["status"] for p in out["pairs"].get(subset, {}).values()]
+        v.update({f"pairs_{s}": status.count(s) for s in ("kept", "disputed", "rejected")})
+        v["pairs_rejected_by_screen"] = len(rejected.get(subset, {}))
+    out["screen"] = {"version": SCREEN_VERSION, "base": cfg.base, "base_verdicts_sha256": hashlib.sha256(raw).hexdigest(),
+                     "screeners_are": cfg.screeners_are,
+                     "subsets": {s: {**dict(sorted(c.items())), "pairs_rejected": len(rejected.get(s, {}))}
+                                 for s, c in tallies.items()},
+                     "rejected": {s: dict(sorted(r.items())) for s, r in sorted(rejected.items())}}
+    verdicts_path(cfg.name, cfg.root).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return out
+
+
 COMMANDS = {"export": (ExportConfig, export), "import": (ImportConfig, import_labels),
-            "safety-export": (SafetyExportConfig, safety_export), "safety-import": (SafetyImportConfig, safety_import)}
+            "safety-export": (SafetyExportConfig, safety_export), "safety-import": (SafetyImportConfig, safety_import),
+            "safety-screen": (SafetyScreenConfig, safety_screen)}
 
 
 def main(argv: list[str]) -> int:
@@ -584,6 +684,11 @@ def main(argv: list[str]) -> int:
         print(f"wrote {annotations_dir(cfg.root, cfg.name) / 'export'}: " + ", ".join(
             f"{s} {v['candidate_pairs']} candidate pairs" for s, v in result["subsets"].items())
             + f", for {', '.join(result['annotators'])}")
+    elif argv[0] == "safety-screen":
+        print(f"wrote {verdicts_path(cfg.name, cfg.root)}: " + "; ".join(
+            f"{s}: {v['pairs_rejected']} kept pairs of {cfg.base} rejected ({v.get('benign_flagged', 0)} benign replies "
+            f"read as misbehavior, {v.get('misbehavior_missed', 0)} misbehavior replies read as benign, {v['broken']} broken)"
+            for s, v in result["screen"]["subsets"].items()))
     elif argv[0] == "safety-import":
         print(f"wrote {verdicts_path(cfg.name, cfg.root)}: " + "; ".join(
             f"{s}: kappa {v['cohen_kappa']}, {v['pairs_kept']} of {v['candidate_pairs']} pairs kept"

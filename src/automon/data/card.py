@@ -69,6 +69,19 @@ def _annotation_section(a: dict | None) -> str:
             f"confirmed were kept, {a['test_pairs_dropped']:,} dropped.\n\n")
 
 
+def _screen_note(s: dict | None) -> str:
+    """A screen's third reading (automon.data.annotate.safety_screen), when the annotation has one."""
+    if not s:
+        return ""
+    per = "; ".join(f"{sub}: {v.get('benign_read', 0):,} benign and {v.get('misbehavior_read', 0):,} misbehavior "
+                    f"replies read, {v.get('benign_flagged', 0):,} benign read as misbehavior, "
+                    f"{v.get('misbehavior_missed', 0):,} misbehavior read as benign, {v['pairs_rejected']:,} kept "
+                    "pairs rejected" for sub, v in s["subsets"].items())
+    return (f"\n\n**Screen.** The kept pairs of `annotations/{s['base']}` were read once more, one reply at a "
+            f"time, as a deployed monitor sees them ({s.get('screeners_are') or 'readers not recorded'}); a kept "
+            f"pair one of whose replies the screen read against its label, or marked broken, is rejected: {per}.")
+
+
 def _safety_section(a: dict | None, dropped: dict) -> str:
     """The safety subsets' annotation (wordings.safety_annotations): who, agreement, what was kept,
     and the artifact baselines with why the response-only ceiling does not apply (safety_report)."""
@@ -110,7 +123,7 @@ Annotation rounds imported: {a.get('rounds', 1)}. Candidates are the
 pre-filtered source pairs in the build's test order; disputed pairs and pairs never annotated train only;
 rejected pairs (both annotators contradict a label, or a twin is broken) are dropped. Kappa: Cohen's,
 on every annotated reply (yes/no), computed by `automon.data.annotate`; verdicts sha256
-`{a['verdicts_sha256'][:16]}...`.
+`{a['verdicts_sha256'][:16]}...`.{_screen_note(a.get("screen"))}
 
 | subset | candidate pairs | kappa | raw agreement | agreement with the source label | kept | disputed | rejected | test pairs shipped |
 |---|---:|---:|---:|---|---:|---:|---:|---:|

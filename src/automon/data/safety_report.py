@@ -73,4 +73,5 @@ def manifest_entry(name: str, requested: dict[str, int], shipped: dict[str, int]
     return {"name": name, "verdicts_sha256": hashlib.sha256(raw).hexdigest(), "version": data["version"],
             "annotators": data["annotators"], "annotators_are": data.get("annotators_are", ""),
             "rounds": data.get("rounds", 1), "subsets": subsets,
+            **({"screen": {k: v for k, v in data["screen"].items() if k != "rejected"}} if "screen" in data else {}),
             "artifact_baselines": artifact_report(train, test, seed)}
