@@ -16,7 +16,7 @@ from support import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((REPO / "docs/results/build-local-v4.manifest.json").read_text())
-MANIFEST_V5 = json.loads((REPO / "docs/results/build-local-v5.manifest.json").read_text())
+MANIFEST_V6 = json.loads((REPO / "docs/results/build-local-v6.manifest.json").read_text())  # the default
 
 
 def _rows(md: str, header_start: str) -> list[list[str]]:
@@ -67,7 +67,7 @@ def test_gpu_corpus_figures_quote_the_bench_records():
 
 def test_counts_quote_the_recorded_build():
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
-    c = MANIFEST_V5["counts"]
+    c = MANIFEST_V6["counts"]
     n = lambda s: int(s.replace(",", ""))  # noqa: E731
     for sub, test, train in rows:
         if sub == "total":
@@ -78,16 +78,19 @@ def test_counts_quote_the_recorded_build():
         assert [n(x) for x in train.split(" / ")] == [c["train"][sub]["1"], c["train"][sub]["0"]], sub
 
 
-def test_the_v5_data_hash_and_build_record_are_the_recorded_build():
-    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5 build, and its
-    build record (build_log.json) belongs to that build."""
-    digest = hashlib.sha256((REPO / "docs/results/build-local-v5.manifest.json").read_bytes()).hexdigest()
+@pytest.mark.parametrize("version", ["v5", "v6"])
+def test_the_data_hash_and_build_record_are_the_recorded_build(version):
+    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5 and v6 (default)
+    builds, and each build record (build_log.json) belongs to its build."""
+    manifest = REPO / f"docs/results/build-local-{version}.manifest.json"
+    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
     assert f"data hash `{digest[:12]}...`" in (REPO / "docs/data.md").read_text()
-    log = json.loads((REPO / "docs/results/build-local-v5.build_log.json").read_text())
-    c = MANIFEST_V5["counts"]
-    n = {split: sum(sum(v.values()) for v in c[split].values()) for split in ("test", "train")}
+    log = json.loads((REPO / f"docs/results/build-local-{version}.build_log.json").read_text())
+    m = json.loads(manifest.read_text())
+    assert m["config"]["wordings"]["version"] == version
+    n = {split: sum(sum(v.values()) for v in m["counts"][split].values()) for split in ("test", "train")}
     assert (log["n_test"], log["n_train"]) == (n["test"], n["train"])
-    assert "code_version" not in MANIFEST_V5 and log["build"]["code_version"] in (REPO / "docs/data.md").read_text()
+    assert "code_version" not in m and log["build"]["code_version"] in (REPO / "docs/data.md").read_text()
 
 
 def test_the_audit_table_quotes_the_recorded_build():
@@ -100,9 +103,9 @@ def test_the_audit_table_quotes_the_recorded_build():
         assert length == f"{ln['auroc']:.2f} / {ln['pair_accuracy']:.2f}", sub
 
 
-def test_the_v5_audit_table_quotes_the_recorded_build():
-    rows = _rows((REPO / "docs/data.md").read_text(), "| subset (v5, default) |")
-    audit = MANIFEST_V5["audit"]["subsets"]
+def test_the_default_audit_table_quotes_the_recorded_build():
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset (v6, default) |")
+    audit = MANIFEST_V6["audit"]["subsets"]
     assert len(rows) == len(audit) + len(audit["sg_code"]["families"])
     for name, *cells in rows:
         sub, _, fam = name.partition(": ")

@@ -15,7 +15,7 @@ pytestmark = [needs_raw, pytest.mark.realdata]
 
 def test_paper_proportions_and_pairs(real_build):
     """The paper's 3,010 (safety 1,172 + sycophancy 962 + spec gaming 876), except that the safety
-    subsets test only the pairs both blind annotators agreed on (wordings v5): where fewer were kept
+    subsets test only the pairs both blind annotators agreed on (wordings v5; v6 screens them once more): where fewer were kept
     than the paper's 293, the build ships that many and the card says so."""
     c = real_build.manifest["counts"]
     pairs = {"safety_qa": 293, "safety_code": 293, "syco_qa": 241, "syco_reasoning": 240, "sg_qa": 219, "sg_code": 219}
