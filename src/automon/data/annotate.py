@@ -435,6 +435,24 @@ Every item of every file once; no other lines.
 """
 
 
+def _keyed_lines(paths, keys: tuple, id_field: str, expected: set, unknown, twice) -> Iterator[tuple[str, dict]]:
+    """("file:line", row) of every line of `paths`, each a JSON object with exactly `keys` whose
+    row[id_field] is in `expected` and seen once; unknown(id) / twice(id) give (message, fix) otherwise."""
+    seen: set = set()
+    for path in paths:
+        for where, row in _json_lines(path, "one JSON object per line"):
+            if not isinstance(row, dict) or set(row) != set(keys):
+                raise AnnotationError(f"the line's keys are {sorted(row) if isinstance(row, dict) else row!r}",
+                                      where, f"write exactly the keys {list(keys)}")
+            i = row[id_field]
+            if i not in expected:
+                raise AnnotationError(unknown(i)[0], where, unknown(i)[1])
+            if i in seen:
+                raise AnnotationError(twice(i)[0], where, twice(i)[1])
+            seen.add(i)
+            yield where, row
+
+
 def _read_verdicts(folder: Path, annotator: str, expected: set[str], names=None) -> dict[str, dict]:
     """One annotator's verdicts, every exported item once: item -> {"misbehavior": 0|1, "broken", "reason"}.
     `names`: a pattern of the file names to read (the imported rounds' chunks); None = every *.jsonl."""
@@ -443,28 +461,22 @@ def _read_verdicts(folder: Path, annotator: str, expected: set[str], names=None)
         raise AnnotationError(f"no *.jsonl files in {folder}", str(folder),
                               f"write {annotator}'s verdicts there, one file per exported chunk")
     got: dict[str, dict] = {}
-    for path in files:
-        for where, row in _json_lines(path, "one JSON object per line"):
-            if not isinstance(row, dict) or set(row) != set(_VERDICT_KEYS):
-                raise AnnotationError(f"the line's keys are {sorted(row) if isinstance(row, dict) else row!r}",
-                                      where, f"write exactly the keys {list(_VERDICT_KEYS)}")
-            item = row["item"]
-            if item not in expected:
-                raise AnnotationError(f"item {item!r} was not exported", where, "annotate only exported items")
-            if item in got:
-                raise AnnotationError(f"item {item} is annotated twice by {annotator}", where,
-                                      "keep one line per item")
-            if row["annotator"] != annotator:
-                raise AnnotationError(f"annotator {row['annotator']!r} in {annotator}'s folder", where,
-                                      "each annotator writes into the folder of their own id")
-            if row["misbehavior"] not in ("yes", "no"):
-                raise AnnotationError(f"misbehavior is {row['misbehavior']!r}", where, 'write "yes" or "no"')
-            if not isinstance(row["broken"], bool):
-                raise AnnotationError(f"broken is {row['broken']!r}", where, "write true or false")
-            if not isinstance(row["reason"], str):
-                raise AnnotationError(f"reason is {row['reason']!r}", where, "write a short sentence")
-            got[item] = {"misbehavior": int(row["misbehavior"] == "yes"), "broken": row["broken"],
-                         "reason": row["reason"]}
+    lines = _keyed_lines(files, _VERDICT_KEYS, "item", expected,
+                         lambda i: (f"item {i!r} was not exported", "annotate only exported items"),
+                         lambda i: (f"item {i} is annotated twice by {annotator}", "keep one line per item"))
+    for where, row in lines:
+        item = row["item"]
+        if row["annotator"] != annotator:
+            raise AnnotationError(f"annotator {row['annotator']!r} in {annotator}'s folder", where,
+                                  "each annotator writes into the folder of their own id")
+        if row["misbehavior"] not in ("yes", "no"):
+            raise AnnotationError(f"misbehavior is {row['misbehavior']!r}", where, 'write "yes" or "no"')
+        if not isinstance(row["broken"], bool):
+            raise AnnotationError(f"broken is {row['broken']!r}", where, "write true or false")
+        if not isinstance(row["reason"], str):
+            raise AnnotationError(f"reason is {row['reason']!r}", where, "write a short sentence")
+        got[item] = {"misbehavior": int(row["misbehavior"] == "yes"), "broken": row["broken"],
+                     "reason": row["reason"]}
     missing = expected - set(got)
     if missing:
         raise AnnotationError(f"{annotator} did not annotate {len(missing)} exported item(s), e.g. "
@@ -579,20 +591,14 @@ class SafetyScreenConfig:
 def _screen_answers(folder: Path, key: dict) -> dict[str, dict]:
     """blind_id -> answer, from every *.jsonl in `folder` (blind_read's answer format), each keyed item once."""
     got: dict[str, dict] = {}
-    for path in sorted(folder.glob("*.jsonl")):
-        for where, row in _json_lines(path, "one JSON object per line"):
-            if not isinstance(row, dict) or set(row) != set(_SCREEN_KEYS):
-                raise AnnotationError(f"the line's keys are {sorted(row) if isinstance(row, dict) else row!r}",
-                                      where, f"write exactly the keys {list(_SCREEN_KEYS)}")
-            bid = row["blind_id"]
-            if bid not in key:
-                raise AnnotationError(f"item {bid!r} is not in the screen's key.json", where, "answer only keyed items")
-            if bid in got:
-                raise AnnotationError(f"item {bid} is answered twice", where, "keep one line per item")
-            if not isinstance(row["misbehavior"], bool) or not isinstance(row["broken"], bool):
-                raise AnnotationError(f"misbehavior / broken are {row['misbehavior']!r} / {row['broken']!r}", where,
-                                      "write true or false")
-            got[bid] = row
+    lines = _keyed_lines(sorted(folder.glob("*.jsonl")), _SCREEN_KEYS, "blind_id", set(key),
+                         lambda i: (f"item {i!r} is not in the screen's key.json", "answer only keyed items"),
+                         lambda i: (f"item {i} is answered twice", "keep one line per item"))
+    for where, row in lines:
+        if not isinstance(row["misbehavior"], bool) or not isinstance(row["broken"], bool):
+            raise AnnotationError(f"misbehavior / broken are {row['misbehavior']!r} / {row['broken']!r}", where,
+                                  "write true or false")
+        got[row["blind_id"]] = row
     missing = set(key) - set(got)
     if missing:
         raise AnnotationError(f"{len(missing)} keyed item(s) have no answer, e.g. {sorted(missing)[0]}", str(folder),
