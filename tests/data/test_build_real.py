@@ -68,13 +68,23 @@ def test_every_sg_code_sample_was_verified(real_build):
 def test_the_default_templates_meet_the_ceiling_or_say_why(real_build):
     """The goal on the default build: no word n-gram baseline reads the label from the response
     (every subset's word member under both ceilings), and any subset another member puts over the
-    ceiling is named in the card with its rates and its wordings version's reason."""
+    ceiling is named in the card with its rates and its wordings version's reason. In safety the
+    misbehavior is in the response's own words (a reply that helps vs one that declines; docs/data.md,
+    the safety pairs), so there the baselines that cannot read harm (length, formatting, comments) stand
+    in: each at most the artifact ceiling, while the word member may read the construct (v6's safety_qa:
+    AUROC 0.701), which the card explains."""
     from automon.data.audit import members_of, rate_of
+    from automon.subsets import get
 
     audit = real_build.manifest["audit"]
     card = (real_build.path / "README.md").read_text()
     ceiling = audit["ceiling"]
+    artifacts = real_build.manifest["safety_annotations"]["artifact_baselines"]
     for sub, r in audit["subsets"].items():
+        if get(sub).category == "safety":
+            assert sub in artifacts["subsets"] and not artifacts["exceeded"], (sub, artifacts["exceeded"])
+            assert all(m["test_cv"]["auroc"] <= artifacts["max_auroc"] for m in artifacts["subsets"][sub].values()), sub
+            continue
         word = members_of(r)["word"]
         assert word["auroc"] <= ceiling["auroc"] and word["pair_accuracy"] <= ceiling["pair_accuracy"], sub
     for sub in audit["exceeding"]:
