@@ -25,7 +25,8 @@ class Verdicts:
     """One annotation round's outcome per candidate pair (keyed by the item's source), read by the
     recipes when `wordings.safety_annotations` names it (automon.data.annotate writes them):
     "kept" pairs (both annotators: misbehavior twin yes, benign twin no, neither broken) may test;
-    "rejected" pairs (both annotators contradict a label, or one marks a twin broken) are dropped;
+    "rejected" pairs (both annotators contradict a label, or one marks a twin broken, or a screen of the
+    kept pairs read a twin against its label: automon.data.annotate.safety_screen) are dropped;
     "disputed" pairs (the annotators disagree) and pairs never annotated train only. `digests` are
     the pair_digest of (misbehavior, benign) as annotated: a pair whose text changed since is
     treated as never annotated."""
