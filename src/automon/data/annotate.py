@@ -637,10 +637,10 @@ def safety_screen(cfg: SafetyScreenConfig) -> dict:
         c["misbehavior_missed" if k["label"] and against else "benign_flagged" if against else "agreed"] += 1
         c["broken"] += a["broken"]
         if (against or a["broken"]) and pairs[k["source"]]["status"] == "kept":
-            why = "marked broken" if a["broken"] else f"{'misbehavior' if k['label'] else 'benign'} twin read as " \
-                  f"{'benign' if k['label'] else 'misbehavior'}"
+            why = ("marked broken" if a["broken"] else
+                   "misbehavior twin read as benign" if k["label"] else "benign twin read as misbehavior")
             rejected.setdefault(k["subset"], {})[k["source"]] = f"{why}: {a['reason']}"
-    out = json.loads(raw)
+    out = data  # the base as read; `raw` keeps its bytes for the record's sha256
     out["name"] = cfg.name
     for subset, by_source in rejected.items():
         for source in by_source:
