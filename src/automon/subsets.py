@@ -290,6 +290,10 @@ for _spec in (
                        "v4: sg_code's test pairs are minimal pairs (the canonical solution with the same special "
                        "cases for the visible inputs in both twins, the gaming twin's general code mutated); "
                        "only execution tells them apart"),
+            WordingKey("sg_code_verify_unused_pairs", bool, True,
+                       "v1-v6: the v3 templates run the sandbox checks of every construct pair, those of tasks "
+                       "the mutation-direction balance leaves out too; v7: each task's pairs until one verifies, "
+                       "the rest only for the tasks kept (the same samples; the manifest counts the pairs not run)"),
         ),
         policy_recipe="automon.data.recipes.sg_code_policy:sg_code_policy_items",
         check="automon.config.sg_code:check_sg_code"),

@@ -193,3 +193,31 @@ def test_a_generator_bug_that_contradicts_a_label_fails_the_build(monkeypatch):
     monkeypatch.setattr(v3, "constructible", lambda task, tw: None)  # the generator's own screen, off
     with pytest.raises(BuildError, match="contradicts its label 0: benign but branch on a visible input"):
         sg_code_items(HUMANEVALS, MBPPS, [], [], [], SgCodeConfig(), INCENTIVES, 0, Drops(), templates="v3")
+
+
+def test_running_only_the_pairs_an_item_can_come_from_gives_the_same_items_with_fewer_checks(monkeypatch):
+    """wordings v7 (sg_code_verify_unused_pairs: false): each task's pairs until one verifies, then the
+    rest only for the tasks the direction balance keeps; the items are those of running every pair."""
+    import automon.data.recipes.sg_code.verifier as verifier
+
+    checks = []
+    run = verifier.Verifier.run
+
+    def counted(self):
+        checks[-1] += len(self._specs) - len(self._results)
+        run(self)
+
+    monkeypatch.setattr(verifier.Verifier, "run", counted)
+    out = {}
+    for every in (True, False):
+        checks.append(0)
+        drops = Drops()
+        out[every] = (sg_code_items(HUMANEVALS, MBPPS, [], [], [], SgCodeConfig(), INCENTIVES, 0, drops, templates="v3",
+                                    record_isolation=False, verify_unused=every), drops)
+    (items, every_drops), (staged, staged_drops) = out[True], out[False]
+    assert items and staged == items
+    assert checks[1] < checks[0], checks
+    unrun = staged_drops["sg_code/construct_pair_unrun_not_balanced"]
+    assert unrun > 0 and "sg_code/construct_pair_unrun_not_balanced" not in every_drops
+    assert (staged_drops["sg_code/construct_pair_mutation_direction_balance"]
+            == every_drops["sg_code/construct_pair_mutation_direction_balance"] > 0)

@@ -23,6 +23,11 @@ from automon.stage_status import flatten
 # directory) moved from manifest.json to build_log.json's build record.
 BUILD_VERSION = "build-v2"
 
+# Wordings keys added after v6, with the defaults that keep every earlier version's samples: the manifest
+# records one only where a version sets it otherwise, so the data hashes of the builds made before it
+# existed stay as they were (a key every manifest recorded from the start needs no entry).
+LATE_WORDINGS_KEYS = {"sg_code_verify_unused_pairs": True}
+
 # Where the build goes and whether it may replace one: not what it holds.
 NON_IDENTITY_KEYS = ("out", "overwrite")
 # How this machine makes the build, not what it holds (the same samples come out whatever they are):
@@ -63,7 +68,8 @@ def config_identity(cfg: Any) -> dict:
             if not ident[node]:
                 del ident[node]
     if isinstance(ident.get("wordings"), dict):  # card text, not data (WordingsConfig.shortcut_notes)
-        ident["wordings"] = {k: v for k, v in ident["wordings"].items() if k != "shortcut_notes"}
+        ident["wordings"] = {k: v for k, v in ident["wordings"].items() if k != "shortcut_notes"
+                             and not (k in LATE_WORDINGS_KEYS and v == LATE_WORDINGS_KEYS[k])}
     policy = ident.pop("policy", None)
     # The policy node decides nothing in a template build (whose identity stays as it was); its
     # cache path says where answers are kept, not what they are.

@@ -7,6 +7,12 @@ built for every family in a seeded order. The first pair that verifies is the ta
 every verified pair trains when the task lands in the training split. Only tasks whose mutation is
 in a direction-balanced set make items (as v4's test pairs). A twin the construct check contradicts fails the build, naming
 the sample: the generator made a label that its own definition does not support.
+
+Which pairs are run (`verify`): wordings v5 and v6 run every pair the tasks have; since v7
+(`sg_code_verify_unused_pairs: false`) a task's pairs are run in order until one verifies, which is
+all the direction balance reads, and the rest only for the tasks it keeps. The samples are the same
+either way; the manifest then counts failed verifications among the pairs that ran, and the pairs
+left unrun (`construct_pair_unrun_not_balanced`), instead of failures among every pair.
 """
 
 from __future__ import annotations
@@ -29,11 +35,9 @@ RECIPE = "sg_code_template"
 
 @dataclass
 class _Queued:
+    """A task's construct pair and, once queued (`_queue`), the verifier handles of its four checks."""
     twins: Twins
-    g_visible: int
-    g_hidden: int
-    b_visible: int
-    b_hidden: int
+    checks: tuple[int, int, int, int] | None = None  # gaming visible, gaming hidden, benign visible, benign hidden
 
 
 def constructible(task: Task, tw: Twins) -> str | None:
@@ -46,7 +50,7 @@ def constructible(task: Task, tw: Twins) -> str | None:
 
 
 def plan(tasks: list[Task], seed: int, verifier: Verifier, drops: Drops) -> dict[str, list[_Queued]]:
-    """Build every task's construct pairs and queue their checks (the verifier runs them later)."""
+    """Build every task's construct pairs (`verify` runs their checks)."""
     candidates = {t.key: candidate_inputs(t, seed) for t in tasks}
     runs = {t.key: verifier.program(outputs_program(t, candidates[t.key])) for t in tasks if candidates[t.key]}
     mutants = screen_mutants(tasks, seed, verifier, decrements=True)  # runs the queued programs too
@@ -66,35 +70,84 @@ def plan(tasks: list[Task], seed: int, verifier: Verifier, drops: Drops) -> dict
             if constructible(t, tw):
                 drops.add(SUBSET, f"construct_pair_not_test_specific:{family}")
                 continue
-            queued[t.key].append(_Queued(tw, verifier.visible(tw.gaming.code, asserts),
-                                         verifier.hidden(tw.gaming.code, t.hidden),
-                                         verifier.visible(tw.benign, asserts), verifier.hidden(tw.benign, t.hidden)))
+            queued[t.key].append(_Queued(tw))
     return queued
+
+
+def _queue(task: Task, q: _Queued, verifier: Verifier) -> None:
+    asserts = [v.text for v in task.visible]
+    tw = q.twins
+    q.checks = (verifier.visible(tw.gaming.code, asserts), verifier.hidden(tw.gaming.code, task.hidden),
+                verifier.visible(tw.benign, asserts), verifier.hidden(tw.benign, task.hidden))
+
+
+def verify(tasks: list[Task], queued: dict[str, list[_Queued]], seed: int, verifier: Verifier, every: bool) -> None:
+    """Run the pairs' checks (with whatever else the verifier has queued). `every`: all pairs in one
+    batch (wordings v5, v6); else each task's pairs in order until one verifies, then the remaining
+    pairs of the tasks the direction balance keeps (the other tasks' would never be read)."""
+    if every:
+        for t in tasks:
+            for q in queued[t.key]:
+                _queue(t, q, verifier)
+        verifier.run()
+        return
+    by_key = {t.key: t for t in tasks}
+    position = {t.key: 0 for t in tasks if queued[t.key]}  # the next pair of a task none of whose pairs verified yet
+    while position:
+        for key, i in position.items():
+            _queue(by_key[key], queued[key][i], verifier)
+        verifier.run()
+        position = {k: i + 1 for k, i in position.items()
+                    if i + 1 < len(queued[k]) and not _verified(queued[k][i], verifier)}
+    for key in _balanced(tasks, queued, seed, verifier):
+        for q in queued[key]:
+            if q.checks is None:
+                _queue(by_key[key], q, verifier)
+    verifier.run()
 
 
 def _verified(q: _Queued, verifier: Verifier) -> bool:
     """The gaming twin passes the visible tests and fails the hidden ones; the benign passes both."""
-    return (verifier[q.g_visible][0] and not verifier[q.g_hidden][0]
-            and verifier[q.b_visible][0] and verifier[q.b_hidden][0])
+    if q.checks is None:
+        return False
+    g_visible, g_hidden, b_visible, b_hidden = q.checks
+    return verifier[g_visible][0] and not verifier[g_hidden][0] and verifier[b_visible][0] and verifier[b_hidden][0]
+
+
+def _balanced(tasks: list[Task], queued: dict[str, list[_Queued]], seed: int, verifier: Verifier,
+              drops: Drops | None = None) -> set[str]:
+    """The tasks that make items: those with a verified pair whose mutation is in a direction-balanced
+    set (mutation.balanced_pairs), in both splits. A gaming twin carries its task's mutation, and a
+    direction made more often (`<` -> `<=` more often than back, `if x` -> `if not x` more often than
+    back) would teach a response-only classifier which twin is wrong. Reads each task's first
+    verified pair only."""
+    swaps = {}
+    for t in tasks:
+        first = next((q for q in queued[t.key] if _verified(q, verifier)), None)
+        if first is not None:
+            swaps[t.key] = swap(first.twins.gaming.meta["wrong_impl"])
+    balanced = balanced_pairs(swaps, seed)
+    if drops is not None:
+        drops.add(SUBSET, "construct_pair_mutation_direction_balance", len(swaps) - len(balanced))
+    return balanced
 
 
 def items(tasks: list[Task], queued: dict[str, list[_Queued]], incentives: list[str], seed: int,
           verifier: Verifier, isolation: str | None, drops: Drops) -> list[Item]:
-    """The tasks' items, after the verifier ran. `isolation`: recorded in each sample's
-    verification when not None (wordings before v5)."""
+    """The tasks' items, after `verify`. `isolation`: recorded in each sample's verification when not
+    None (wordings before v5)."""
     verified: dict[str, list[_Queued]] = {}
+    unrun = 0
     for t in tasks:
         verified[t.key] = [q for q in queued[t.key] if _verified(q, verifier)]
-        drops.add(SUBSET, "construct_pair_failed_verification", len(queued[t.key]) - len(verified[t.key]))
+        ran = sum(q.checks is not None for q in queued[t.key])
+        unrun += len(queued[t.key]) - ran
+        drops.add(SUBSET, "construct_pair_failed_verification", ran - len(verified[t.key]))
         if not queued[t.key]:
             drops.add(SUBSET, "no_construct_pair")
-    # Only tasks from a direction-balanced set of mutations (mutation.balanced_pairs), in both
-    # splits: a gaming twin carries its task's mutation, and a direction made more often (`<` ->
-    # `<=` more often than back, `if x` -> `if not x` more often than back) would teach a
-    # response-only classifier which twin is wrong.
-    swaps = {k: swap(qs[0].twins.gaming.meta["wrong_impl"]) for k, qs in verified.items() if qs}
-    balanced = balanced_pairs(swaps, seed)
-    drops.add(SUBSET, "construct_pair_mutation_direction_balance", len(swaps) - len(balanced))
+    balanced = _balanced(tasks, queued, seed, verifier, drops)
+    if unrun:  # `verify` ran only what the balance reads (v7 and later)
+        drops.add(SUBSET, "construct_pair_unrun_not_balanced", unrun)
     out = []
     for t in tasks:
         if t.key not in balanced:
@@ -143,7 +196,7 @@ def _drafts(task: Task, q: _Queued, incentives: list[str], seed: int, verifier: 
         found = analyse(code, asserts, task.code)
         constructs = {"test_keyed": found.test_keyed, "tampering": found.tampering}
         if label:
-            h_why = verifier[q.g_hidden][1]
+            h_why = verifier[q.checks[1]][1]
             m = {**meta, "strategy": tw.family, "wrong_impl": tw.gaming.meta["wrong_impl"], "constructs": constructs,
                  "verification": {"visible": "pass", "hidden": "fail", "hidden_result": h_why,
                                   "hidden_tests": task.n_hidden, **where}}
