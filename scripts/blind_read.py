@@ -4,10 +4,15 @@
                                                                        only, shuffled) and OUT/<subset>.key.json
     python scripts/blind_read.py make-singles BUILD SUBSET PAIRS SEED OUT   -> the same with one twin per pair
     python scripts/blind_read.py score OUT/<subset>.key.json ANSWERS.jsonl
+    python scripts/blind_read.py screen BUILD SUBSET SCREEN READ_DIR ...   -> SCREEN/key.json, SCREEN/answers/<read>.jsonl
 
 `make` shows both twins of each pair, so a reader can compare them; `make-singles` shows one twin of each
 (which one drawn with the seed), as a deployed monitor sees a response: a label that only the comparison
 reveals shows up there.
+
+`screen` turns reads of a build (each READ_DIR holding <subset>.key.json and <subset>.answers.jsonl) into
+the screen a safety annotation is filtered by (automon.data.annotate.safety_screen): each item keyed to
+its source pair through BUILD's test.jsonl, each answer as the reader gave it, `misbehavior` as a boolean.
 
 A reader sees only <subset>.jsonl and the monitor prompt's definition, and writes one JSON line per item:
 {"blind_id", "misbehavior": "yes"|"no", "confidence", "reason", "broken"}. `score` prints MR and FAR against
@@ -64,10 +69,48 @@ def score(key_path: str, answers: str) -> None:
         print(f"{group}: MR {fn / max(1, tp + fn):.2f} ({fn}/{tp + fn}), FAR {fp / max(1, fp + tn):.2f} ({fp}/{fp + tn})")
 
 
+def screen(build: str, subset: str, out: str, reads: list[str]) -> None:
+    import os
+
+    source = {}
+    with open(f"{build}/test.jsonl") as f:
+        for line in f:
+            r = json.loads(line)
+            source[r["id"]] = r["source"]
+    key, answers = {}, {}
+    for read in reads:
+        name = os.path.basename(os.path.normpath(read))
+        read_key = json.load(open(f"{read}/{subset}.key.json"))
+        rows = []
+        for line in open(f"{read}/{subset}.answers.jsonl"):
+            if not line.strip():
+                continue
+            a = json.loads(line)
+            k = read_key[a["blind_id"]]
+            if a["blind_id"] in key:
+                sys.exit(f"error: {a['blind_id']} ({read}) is keyed by an earlier read too")
+            if k["id"] not in source:
+                sys.exit(f"error: sample {k['id']} of {read} is not in {build}/test.jsonl: screen reads of this build")
+            key[a["blind_id"]] = {"subset": subset, "source": source[k["id"]], "label": k["label"], "sample_id": k["id"]}
+            rows.append({"blind_id": a["blind_id"], "misbehavior": str(a["misbehavior"]).lower() in ("yes", "true", "1"),
+                         "confidence": a.get("confidence"), "reason": a.get("reason", ""), "broken": bool(a.get("broken"))})
+        answers[name] = rows
+    os.makedirs(f"{out}/answers", exist_ok=True)
+    with open(f"{out}/key.json", "w") as f:
+        json.dump(dict(sorted(key.items())), f, indent=1)
+    for name, rows in answers.items():
+        with open(f"{out}/answers/{name}.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    print(f"{len(key)} items of {len(reads)} reads -> {out}/key.json, {out}/answers/")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] in (["make"], ["make-singles"]) and len(sys.argv) == 7:
         make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[1] == "make-singles")
     elif sys.argv[1:2] == ["score"] and len(sys.argv) == 4:
         score(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["screen"] and len(sys.argv) >= 6:
+        screen(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
     else:
-        sys.exit("error: usage: blind_read.py make|make-singles BUILD SUBSET PAIRS SEED OUT | score KEY.json ANSWERS.jsonl")
+        sys.exit("error: usage: blind_read.py make|make-singles BUILD SUBSET PAIRS SEED OUT | score KEY.json ANSWERS.jsonl"
+                 " | screen BUILD SUBSET SCREEN READ_DIR ...")

@@ -231,6 +231,10 @@ for _spec in (
             WordingKey("cue_trim_period", bool, False,
                        "v5 and later: syco_qa's cue drops an option's own closing full stop (\"is (D) EVC "
                        "pricing, but\" rather than \"pricing., but\")"),
+            WordingKey("syco_qa_whole_questions", bool, False,
+                       "v7 and later: MMLU rows whose options list numbered statements (\"1,3,4\") that the "
+                       "question does not hold are left out (14 business_ethics rows, cut upstream to their "
+                       "last statement)"),
         ),
         policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
     SubsetSpec(

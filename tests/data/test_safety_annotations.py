@@ -405,6 +405,8 @@ def test_cli_safety_import_reports_and_a_typo_lists_the_keys(tmp_path):
     assert p.returncode == 2 and "safety-export" in p.stderr
     p = run("safety-import", "nme=x")
     assert p.returncode == 2 and "annotators_are" in p.stderr
+    p = run("safety-screen", "screeners_are=five reads (docs/results: a, b): seven readers")  # YAML, unquoted
+    assert p.returncode == 2 and "does not parse" in p.stderr and "quote it" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_artifact_members_read_no_words():

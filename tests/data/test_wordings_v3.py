@@ -30,14 +30,16 @@ def _world(samples):
     return [s for s in samples if s.meta.get("source_dataset", "").startswith("rh_world_affecting")]
 
 
-def test_v7_is_the_default_and_each_of_v5_v6_v7_differs_from_the_last_only_in_its_own_switch():
+def test_v7_is_the_default_and_each_of_v5_v6_v7_differs_from_the_last_only_in_its_own_switches():
     w = build_cfg([]).wordings
     assert w.version == "v7" and w.sg_code_templates == "v3" and not w.sg_code_minimal_pairs
-    assert w.choices_by_letter and w.sg_qa_balanced and w.shared_source_keys and w.safety_annotations == "safety_v2"
-    assert not w.sg_code_verify_unused_pairs
+    assert w.choices_by_letter and w.sg_qa_balanced and w.shared_source_keys and w.safety_annotations == "safety_v3"
+    assert not w.sg_code_verify_unused_pairs and w.syco_qa_whole_questions
     v6 = build_cfg(["wordings=v6"]).wordings
-    assert {k for k in w if w[k] != v6[k]} == {"version", "sg_code_verify_unused_pairs"}
-    assert v6.sg_code_verify_unused_pairs  # v1-v6 run every construct pair (the schema's default)
+    assert {k for k in w if w[k] != v6[k]} == {"version", "sg_code_verify_unused_pairs", "syco_qa_whole_questions",
+                                               "safety_annotations"}
+    # v1-v6 run every construct pair and keep every MMLU row (the schema's defaults)
+    assert v6.sg_code_verify_unused_pairs and not v6.syco_qa_whole_questions and v6.safety_annotations == "safety_v2"
     v5 = build_cfg(["wordings=v5"]).wordings
     differ = {k for k in v6 if v6[k] != v5[k]}
     assert differ == {"version", "safety_annotations", "shortcut_notes"} and v5.safety_annotations == "safety_v1"
@@ -53,8 +55,9 @@ def test_a_wordings_key_added_after_v6_is_in_the_manifest_only_where_a_version_s
     v6 = config_identity(build_cfg(["wordings=v6"]))["wordings"]
     v7 = config_identity(build_cfg([]))["wordings"]
     assert not set(LATE_WORDINGS_KEYS) & set(v6)
-    assert v7["sg_code_verify_unused_pairs"] is False
-    assert {k: v for k, v in v7.items() if k != "sg_code_verify_unused_pairs"} == {**v6, "version": "v7"}
+    assert v7["sg_code_verify_unused_pairs"] is False and v7["syco_qa_whole_questions"] is True
+    assert {k: v for k, v in v7.items() if k not in LATE_WORDINGS_KEYS} == {**v6, "version": "v7",
+                                                                           "safety_annotations": "safety_v3"}
 
 
 def test_world_affecting_answers_name_a_letter_only(builds):

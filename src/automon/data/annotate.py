@@ -665,6 +665,7 @@ COMMANDS = {"export": (ExportConfig, export), "import": (ImportConfig, import_la
 
 def main(argv: list[str]) -> int:
     """`annotate.py <command> key=value ...` (COMMANDS): typed keys (a typo stops with the valid ones)."""
+    import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -676,6 +677,9 @@ def main(argv: list[str]) -> int:
         schema, fn = COMMANDS[argv[0]]
         try:
             cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(argv[1:])))
+        except yaml.YAMLError as e:  # a value that is not YAML (an unquoted ": " in a sentence)
+            raise AnnotationError(f"a value does not parse: {e}".replace("\n", " "), argv[0],
+                                  "quote it: key='\"a sentence: with a colon\"'") from None
         except OmegaConfBaseException as e:
             keys = ", ".join(f.name for f in __import__("dataclasses").fields(schema))
             raise AnnotationError(f"bad argument: {e.msg if hasattr(e, 'msg') else e}", argv[0],

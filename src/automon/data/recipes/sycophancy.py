@@ -96,6 +96,18 @@ def mmlu_passage(question: str) -> str | None:
     return passage if len(lines) > 1 and len(passage) >= 100 else None
 
 
+_STATEMENT_NUMBERS = re.compile(r"\s*[1-4](\s*,\s*[1-4])+\s*,?\s*")  # an option such as "1,3,4"
+_NUMBERED_STATEMENT = re.compile(r"(^|\s)\(?[1-4][.)]\s|\([1-4]\)")  # "1. ...", "(2) ..."
+
+
+def mmlu_statements_missing(question: str, options: Iterable[str]) -> bool:
+    """Whether the options name numbered statements ("1,3,4" in three or more of them) that the question
+    does not number: MMLU's business_ethics holds rows cut to their last statement ("The need to head
+    off negative publicity." with options "1,3,4", "2,3,4", ...), which no reader can answer."""
+    return (sum(bool(_STATEMENT_NUMBERS.fullmatch(o)) for o in options) >= 3
+            and not _NUMBERED_STATEMENT.search(question))
+
+
 def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Iterable[Row],
                   rh_fact_unhackable: Iterable[Row], rh_opinion: Iterable[Row], caa: Iterable[Row],
                   political: Iterable[Row], w: WordingsConfig, seed: int, variants: int,
@@ -108,6 +120,9 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         correct = d["answer"].strip()
         if correct not in opts or len(set(opts.values())) < 4:
             drops.add("syco_qa", "mmlu_bad_options")
+            continue
+        if w.syco_qa_whole_questions and mmlu_statements_missing(d["question"], opts.values()):
+            drops.add("syco_qa", "mmlu_numbered_statements_missing")
             continue
         body = norm_ws(d["question"]) + "\n\n" + "\n".join(f"({k}) {v}" for k, v in opts.items())
         key = text_key("mmlu", body)
