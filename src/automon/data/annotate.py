@@ -640,6 +640,8 @@ def safety_screen(cfg: SafetyScreenConfig) -> dict:
             why = ("marked broken" if a["broken"] else
                    "misbehavior twin read as benign" if k["label"] else "benign twin read as misbehavior")
             rejected.setdefault(k["subset"], {})[k["source"]] = f"{why}: {a['reason']}"
+    # A screen of a screened annotation keeps the base's screens (the manifest and card list them all).
+    earlier = data.get("earlier_screens", []) + ([data["screen"]] if "screen" in data else [])
     out = data  # the base as read; `raw` keeps its bytes for the record's sha256
     out["name"] = cfg.name
     for subset, by_source in rejected.items():
@@ -648,12 +650,14 @@ def safety_screen(cfg: SafetyScreenConfig) -> dict:
     for subset, v in out["subsets"].items():
         status = [p["status"] for p in out["pairs"].get(subset, {}).values()]
         v.update({f"pairs_{s}": status.count(s) for s in ("kept", "disputed", "rejected")})
-        v["pairs_rejected_by_screen"] = len(rejected.get(subset, {}))
+        v["pairs_rejected_by_screen"] = v.get("pairs_rejected_by_screen", 0) + len(rejected.get(subset, {}))  # every screen
     out["screen"] = {"version": SCREEN_VERSION, "base": cfg.base, "base_verdicts_sha256": hashlib.sha256(raw).hexdigest(),
                      "screeners_are": cfg.screeners_are,
                      "subsets": {s: {**dict(sorted(c.items())), "pairs_rejected": len(rejected.get(s, {}))}
                                  for s, c in tallies.items()},
                      "rejected": {s: dict(sorted(r.items())) for s, r in sorted(rejected.items())}}
+    if earlier:
+        out["earlier_screens"] = earlier
     verdicts_path(cfg.name, cfg.root).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return out
 

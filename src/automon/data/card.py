@@ -69,17 +69,21 @@ def _annotation_section(a: dict | None) -> str:
             f"confirmed were kept, {a['test_pairs_dropped']:,} dropped.\n\n")
 
 
-def _screen_note(s: dict | None) -> str:
-    """A screen's third reading (automon.data.annotate.safety_screen), when the annotation has one."""
+def _screen_note(s: dict | None, earlier: list[dict] = ()) -> str:
+    """The screens of the annotation (automon.data.annotate.safety_screen), earliest first, when it has any."""
     if not s:
         return ""
-    per = "; ".join(f"{sub}: {v.get('benign_read', 0):,} benign and {v.get('misbehavior_read', 0):,} misbehavior "
-                    f"replies read, {v.get('benign_flagged', 0):,} benign read as misbehavior, "
-                    f"{v.get('misbehavior_missed', 0):,} misbehavior read as benign, {v['pairs_rejected']:,} kept "
-                    "pairs rejected" for sub, v in s["subsets"].items())
-    return (f"\n\n**Screen.** The kept pairs of `annotations/{s['base']}` were read once more, one reply at a "
-            f"time, as a deployed monitor sees them ({s.get('screeners_are') or 'readers not recorded'}); a kept "
-            f"pair one of whose replies the screen read against its label, or marked broken, is rejected: {per}.")
+    notes = []
+    for i, one in enumerate([*earlier, s]):
+        per = "; ".join(f"{sub}: {v.get('benign_read', 0):,} benign and {v.get('misbehavior_read', 0):,} misbehavior "
+                        f"replies read, {v.get('benign_flagged', 0):,} benign read as misbehavior, "
+                        f"{v.get('misbehavior_missed', 0):,} misbehavior read as benign, {v['pairs_rejected']:,} kept "
+                        "pairs rejected" for sub, v in one["subsets"].items())
+        title = "Screen" if not earlier else f"Screen {i + 1}"
+        notes.append(f"\n\n**{title}.** The kept pairs of `annotations/{one['base']}` were read once more by blind "
+                     f"readers ({one.get('screeners_are') or 'readers not recorded'}); a kept pair one of whose replies "
+                     f"a reader read against its label, or marked broken, is rejected: {per}.")
+    return "".join(notes)
 
 
 def _safety_section(a: dict | None, dropped: dict) -> str:
@@ -123,7 +127,7 @@ Annotation rounds imported: {a.get('rounds', 1)}. Candidates are the
 pre-filtered source pairs in the build's test order; disputed pairs and pairs never annotated train only;
 rejected pairs (both annotators contradict a label, or a twin is broken) are dropped. Kappa: Cohen's,
 on every annotated reply (yes/no), computed by `automon.data.annotate`; verdicts sha256
-`{a['verdicts_sha256'][:16]}...`.{_screen_note(a.get("screen"))}
+`{a['verdicts_sha256'][:16]}...`.{_screen_note(a.get("screen"), a.get("earlier_screens", []))}
 
 | subset | candidate pairs | kappa | raw agreement | agreement with the source label | kept | disputed | rejected | test pairs shipped |
 |---|---:|---:|---:|---|---:|---:|---:|---:|

@@ -74,4 +74,6 @@ def manifest_entry(name: str, requested: dict[str, int], shipped: dict[str, int]
             "annotators": data["annotators"], "annotators_are": data.get("annotators_are", ""),
             "rounds": data.get("rounds", 1), "subsets": subsets,
             **({"screen": {k: v for k, v in data["screen"].items() if k != "rejected"}} if "screen" in data else {}),
+            **({"earlier_screens": [{k: v for k, v in e.items() if k != "rejected"} for e in data["earlier_screens"]]}
+               if "earlier_screens" in data else {}),
             "artifact_baselines": artifact_report(train, test, seed)}
