@@ -15,7 +15,7 @@ pytestmark = [needs_raw, pytest.mark.realdata]
 
 def test_paper_proportions_and_pairs(real_build):
     """The paper's 3,010 (safety 1,172 + sycophancy 962 + spec gaming 876), except that the safety
-    subsets test only the pairs both blind annotators agreed on (wordings v5; v6 screens them once more): where fewer were kept
+    subsets test only the pairs both blind annotators agreed on (wordings v5; v6 and v7 screen them again): where fewer were kept
     than the paper's 293, the build ships that many and the card says so."""
     c = real_build.manifest["counts"]
     pairs = {"safety_qa": 293, "safety_code": 293, "syco_qa": 241, "syco_reasoning": 240, "sg_qa": 219, "sg_code": 219}
@@ -72,7 +72,7 @@ def test_the_default_templates_meet_the_ceiling_or_say_why(real_build):
     misbehavior is in the response's own words (a reply that helps vs one that declines; docs/data.md,
     the safety pairs), so there the baselines that cannot read harm (length, formatting, comments) stand
     in: each at most the artifact ceiling, while the word member may read the construct (v6's safety_qa:
-    AUROC 0.701), which the card explains."""
+    AUROC 0.701; v7's 0.695), which the card explains."""
     from automon.data.audit import members_of, rate_of
     from automon.subsets import get
 
