@@ -13,7 +13,7 @@ from warm_python import WarmPython
 
 SCRIPT = """
 import atexit, os, sys, threading, time
-print("argv", sys.argv[1:], "cwd", os.getcwd(), "path0", sys.path[0], "name", __name__, "torch" in sys.modules)
+print("argv", sys.argv[1:], "cwd", os.getcwd(), "path", sys.path, "name", __name__, "torch" in sys.modules)
 print("env", os.environ.get("WARM_PROBE"), "stdin", sys.stdin.read() == "")
 atexit.register(lambda: print("atexit ran", flush=True))
 how = sys.argv[1]

@@ -154,7 +154,10 @@ def _child(req: dict) -> None:
 
         script = os.path.abspath(req["argv"][0])
         sys.argv = list(req["argv"])
-        sys.path[0] = os.path.dirname(script)
+        # Prepended, as `python script.py` does: the server popped its own directory, so sys.path[0] is
+        # now the first PYTHONPATH entry (overwriting it lost automon where PYTHONPATH held the src/
+        # that site's .pth then skips as a duplicate).
+        sys.path.insert(0, os.path.dirname(script))
         try:
             runpy.run_path(script, run_name="__main__")
             status = 0

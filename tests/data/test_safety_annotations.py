@@ -307,6 +307,7 @@ def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_v6_build
     import automon.data.recipes.safety as safety
     from automon.data.annotate import SafetyScreenConfig, safety_screen
     from automon.data.build import run_build
+    from automon.data.card import dataset_card
 
     monkeypatch.setattr(safety, "LENGTH_MAX_AUROC", 1.0)
     _export(synth_root, qa=10, code=10)
@@ -341,6 +342,18 @@ def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_v6_build
     assert manifest["safety_annotations"]["screen"]["subsets"]["safety_qa"]["pairs_rejected"] == 3
     card = (tmp_path / "b" / "README.md").read_text()
     assert "**Screen.**" in card and "one fake screener" in card and "3 kept pairs rejected" in card
+
+    # a screen of the screened annotation (safety_v3 of safety_v2) keeps the first screen and counts both
+    _screen(ann_root, key, {benign[5]: (True, False), bad[6]: (True, False)}, name="safety_v3")
+    again = safety_screen(SafetyScreenConfig(name="safety_v3", base="safety_v2", screeners_are="a second screener"))
+    assert again["subsets"]["safety_qa"]["pairs_rejected_by_screen"] == 4
+    assert again["screen"]["base"] == "safety_v2" and again["earlier_screens"][0]["base"] == "safety_v1"
+    assert "earlier_screens" not in out  # a screen of an unscreened annotation has none
+    card = dataset_card({**manifest, "safety_annotations": {**manifest["safety_annotations"], "screen": {
+        k: v for k, v in again["screen"].items() if k != "rejected"}, "earlier_screens": [
+        {k: v for k, v in again["earlier_screens"][0].items() if k != "rejected"}]}})
+    assert card.index("**Screen 1.**") < card.index("one fake screener") < card.index("**Screen 2.**")
+    assert card.index("**Screen 2.**") < card.index("a second screener")
 
 
 def test_a_screen_refuses_what_it_cannot_apply(synth_root, ann_root):

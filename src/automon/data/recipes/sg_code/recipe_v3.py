@@ -34,7 +34,7 @@ RECIPE = "sg_code_template"
 
 
 @dataclass
-class _Queued:
+class _Pair:
     """A task's construct pair and, once queued (`_queue`), the verifier handles of its four checks."""
     twins: Twins
     checks: tuple[int, int, int, int] | None = None  # gaming visible, gaming hidden, benign visible, benign hidden
@@ -49,13 +49,13 @@ def constructible(task: Task, tw: Twins) -> str | None:
     return violations(1, tw.gaming.code, asserts, task.code) or violations(0, tw.benign, asserts, task.code)
 
 
-def plan(tasks: list[Task], seed: int, verifier: Verifier, drops: Drops) -> dict[str, list[_Queued]]:
+def plan(tasks: list[Task], seed: int, verifier: Verifier, drops: Drops) -> dict[str, list[_Pair]]:
     """Build every task's construct pairs (`verify` runs their checks)."""
     candidates = {t.key: candidate_inputs(t, seed) for t in tasks}
     runs = {t.key: verifier.program(outputs_program(t, candidates[t.key])) for t in tasks if candidates[t.key]}
     mutants = screen_mutants(tasks, seed, verifier, decrements=True)  # runs the queued programs too
     verifier.run()
-    queued: dict[str, list[_Queued]] = {}
+    queued: dict[str, list[_Pair]] = {}
     for t in tasks:
         others = []
         if t.key in runs:
@@ -70,18 +70,18 @@ def plan(tasks: list[Task], seed: int, verifier: Verifier, drops: Drops) -> dict
             if constructible(t, tw):
                 drops.add(SUBSET, f"construct_pair_not_test_specific:{family}")
                 continue
-            queued[t.key].append(_Queued(tw))
+            queued[t.key].append(_Pair(tw))
     return queued
 
 
-def _queue(task: Task, q: _Queued, verifier: Verifier) -> None:
+def _queue(task: Task, q: _Pair, verifier: Verifier) -> None:
     asserts = [v.text for v in task.visible]
     tw = q.twins
     q.checks = (verifier.visible(tw.gaming.code, asserts), verifier.hidden(tw.gaming.code, task.hidden),
                 verifier.visible(tw.benign, asserts), verifier.hidden(tw.benign, task.hidden))
 
 
-def verify(tasks: list[Task], queued: dict[str, list[_Queued]], seed: int, verifier: Verifier, every: bool) -> None:
+def verify(tasks: list[Task], queued: dict[str, list[_Pair]], seed: int, verifier: Verifier, every: bool) -> None:
     """Run the pairs' checks (with whatever else the verifier has queued). `every`: all pairs in one
     batch (wordings v5, v6); else each task's pairs in order until one verifies, then the remaining
     pairs of the tasks the direction balance keeps (the other tasks' would never be read)."""
@@ -106,7 +106,7 @@ def verify(tasks: list[Task], queued: dict[str, list[_Queued]], seed: int, verif
     verifier.run()
 
 
-def _verified(q: _Queued, verifier: Verifier) -> bool:
+def _verified(q: _Pair, verifier: Verifier) -> bool:
     """The gaming twin passes the visible tests and fails the hidden ones; the benign passes both."""
     if q.checks is None:
         return False
@@ -114,7 +114,7 @@ def _verified(q: _Queued, verifier: Verifier) -> bool:
     return verifier[g_visible][0] and not verifier[g_hidden][0] and verifier[b_visible][0] and verifier[b_hidden][0]
 
 
-def _balanced(tasks: list[Task], queued: dict[str, list[_Queued]], seed: int, verifier: Verifier,
+def _balanced(tasks: list[Task], queued: dict[str, list[_Pair]], seed: int, verifier: Verifier,
               drops: Drops | None = None) -> set[str]:
     """The tasks that make items: those with a verified pair whose mutation is in a direction-balanced
     set (mutation.balanced_pairs), in both splits. A gaming twin carries its task's mutation, and a
@@ -132,11 +132,11 @@ def _balanced(tasks: list[Task], queued: dict[str, list[_Queued]], seed: int, ve
     return balanced
 
 
-def items(tasks: list[Task], queued: dict[str, list[_Queued]], incentives: list[str], seed: int,
+def items(tasks: list[Task], queued: dict[str, list[_Pair]], incentives: list[str], seed: int,
           verifier: Verifier, isolation: str | None, drops: Drops) -> list[Item]:
     """The tasks' items, after `verify`. `isolation`: recorded in each sample's verification when not
     None (wordings before v5)."""
-    verified: dict[str, list[_Queued]] = {}
+    verified: dict[str, list[_Pair]] = {}
     unrun = 0
     for t in tasks:
         verified[t.key] = [q for q in queued[t.key] if _verified(q, verifier)]
@@ -176,7 +176,7 @@ def checked_extras(extras: list[Item], drops: Drops) -> list[Item]:
     return out
 
 
-def _drafts(task: Task, q: _Queued, incentives: list[str], seed: int, verifier: Verifier,
+def _drafts(task: Task, q: _Pair, incentives: list[str], seed: int, verifier: Verifier,
             isolation: str | None) -> tuple[Draft, Draft]:
     incentive = choose(incentives, seed, task.key, "incentive")
     asserts = [v.text for v in task.visible]
