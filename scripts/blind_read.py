@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import random
 import sys
 
@@ -70,8 +71,6 @@ def score(key_path: str, answers: str) -> None:
 
 
 def screen(build: str, subset: str, out: str, reads: list[str]) -> None:
-    import os
-
     source = {}
     with open(f"{build}/test.jsonl") as f:
         for line in f:
