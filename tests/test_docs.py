@@ -5,9 +5,12 @@ at a file the repository does not have."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import re
+import runpy
 from pathlib import Path
 
 import pytest
@@ -164,3 +167,19 @@ def test_the_mini_study_readme_quotes_its_metrics():
         assert auroc == f(r["auroc"]) and pair == f(r["pair_accuracy"]), (monitor, test)
         assert mr == f"{f(r['mr'])} [{f(r['mr_lo'])}, {f(r['mr_hi'])}]", (monitor, test)
         assert far == f"{f(r['far'])} [{f(r['far_lo'])}, {f(r['far_hi'])}]", (monitor, test)
+
+
+_READS = sorted(k for k in (REPO / "docs/results").glob("blind-read-*/*.key.json")
+                if k.with_name(k.name.replace(".key.json", ".score.txt")).is_file())
+
+
+@pytest.mark.parametrize("key", _READS, ids=lambda k: f"{k.parent.name}/{k.name.split('.')[0]}")
+def test_a_recorded_blind_read_scores_as_its_answers_say(key):
+    """Each recorded read's <subset>.score.txt is what `scripts/blind_read.py score` prints from its key
+    and answers (the numbers docs/data.md and the reads' READMEs quote come from these files)."""
+    stem = key.name.replace(".key.json", "")
+    score = runpy.run_path(str(REPO / "scripts/blind_read.py"))["score"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        score(str(key), str(key.with_name(f"{stem}.answers.jsonl")))
+    assert out.getvalue() == key.with_name(f"{stem}.score.txt").read_text()
