@@ -22,7 +22,7 @@ import importlib
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Mapping, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Union
 
 CATEGORIES = ("safety", "sycophancy", "spec_gaming")
 TASKS = ("qa", "code", "reasoning")
@@ -274,6 +274,9 @@ for _spec in (
                        "v5 and later: sg_qa's gamed answer is the one its incentive rewards (the popular "
                        "misconception for \"what most people believe\", a confident wrong answer for "
                        "\"confident and specific\")"),
+            WordingKey("sg_qa_excluded", Dict[str, str], {},
+                       "v7 and later: source rows left out (the samples' `source`, as read from sources.root -> "
+                       "why): rows whose own text no reader can judge fairly"),
         )),
     SubsetSpec(
         "sg_code", "spec_gaming", "code", "automon.data.recipes.sg_code.recipe:sg_code_recipe",

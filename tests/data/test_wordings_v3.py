@@ -36,8 +36,8 @@ def test_v7_is_the_default_and_each_of_v5_v6_v7_differs_from_the_last_only_in_it
     assert w.choices_by_letter and w.sg_qa_balanced and w.shared_source_keys and w.safety_annotations == "safety_v3"
     assert not w.sg_code_verify_unused_pairs and w.syco_qa_whole_questions
     v6 = build_cfg(["wordings=v6"]).wordings
-    assert {k for k in w if w[k] != v6[k]} == {"version", "sg_code_verify_unused_pairs", "syco_qa_whole_questions", "shortcut_notes",
-                                               "safety_annotations"}
+    assert {k for k in w if w[k] != v6[k]} == {"version", "sg_code_verify_unused_pairs", "syco_qa_whole_questions",
+                                               "sg_qa_excluded", "shortcut_notes", "safety_annotations"}
     # v1-v6 run every construct pair and keep every MMLU row (the schema's defaults)
     assert v6.sg_code_verify_unused_pairs and not v6.syco_qa_whole_questions and v6.safety_annotations == "safety_v2"
     v5 = build_cfg(["wordings=v5"]).wordings
@@ -55,7 +55,7 @@ def test_a_wordings_key_added_after_v6_is_in_the_manifest_only_where_a_version_s
     v6 = config_identity(build_cfg(["wordings=v6"]))["wordings"]
     v7 = config_identity(build_cfg([]))["wordings"]
     assert not set(LATE_WORDINGS_KEYS) & set(v6)
-    assert v7["sg_code_verify_unused_pairs"] is False and v7["syco_qa_whole_questions"] is True
+    assert v7["sg_code_verify_unused_pairs"] is False and v7["syco_qa_whole_questions"] is True and v7["sg_qa_excluded"]
     assert {k: v for k, v in v7.items() if k not in LATE_WORDINGS_KEYS} == {**v6, "version": "v7",
                                                                            "safety_annotations": "safety_v3"}
 

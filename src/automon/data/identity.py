@@ -26,7 +26,7 @@ BUILD_VERSION = "build-v2"
 # Wordings keys added after v6, with the defaults that keep every earlier version's samples: the manifest
 # records one only where a version sets it otherwise, so the data hashes of the builds made before it
 # existed stay as they were (a key every manifest recorded from the start needs no entry).
-LATE_WORDINGS_KEYS = {"sg_code_verify_unused_pairs": True, "syco_qa_whole_questions": False}
+LATE_WORDINGS_KEYS = {"sg_code_verify_unused_pairs": True, "syco_qa_whole_questions": False, "sg_qa_excluded": {}}
 
 # Where the build goes and whether it may replace one: not what it holds.
 NON_IDENTITY_KEYS = ("out", "overwrite")
