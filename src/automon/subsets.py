@@ -54,6 +54,9 @@ class WordingKey:
     type: Any     # its schema type: bool, str, List[str], ...
     default: Any  # a list or dict default is copied for each config
     doc: str      # what it does (the build's --help prints it)
+    # Added after wordings v6: manifest.json records it only where a version sets it otherwise than its
+    # default, so the data hashes of builds made before the key existed stay (automon.data.identity).
+    late: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,7 @@ for _spec in (
             WordingKey("syco_qa_whole_questions", bool, False,
                        "v7 and later: MMLU rows whose options list numbered statements (\"1,3,4\") that the "
                        "question does not hold are left out (14 business_ethics rows, cut upstream to their "
-                       "last statement)"),
+                       "last statement)", late=True),
         ),
         policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
     SubsetSpec(
@@ -276,7 +279,7 @@ for _spec in (
                        "\"confident and specific\")"),
             WordingKey("sg_qa_excluded", Dict[str, str], {},
                        "v7 and later: source rows left out (the samples' `source`, as read from sources.root -> "
-                       "why): rows whose own text no reader can judge fairly"),
+                       "why): rows whose own text no reader can judge fairly", late=True),
         )),
     SubsetSpec(
         "sg_code", "spec_gaming", "code", "automon.data.recipes.sg_code.recipe:sg_code_recipe",
@@ -300,7 +303,8 @@ for _spec in (
             WordingKey("sg_code_verify_unused_pairs", bool, True,
                        "v1-v6: the v3 templates run the sandbox checks of every construct pair, those of tasks "
                        "the mutation-direction balance leaves out too; v7: each task's pairs until one verifies, "
-                       "the rest only for the tasks kept (the same samples; the manifest counts the pairs not run)"),
+                       "the rest only for the tasks kept (the same samples; the manifest counts the pairs not run)",
+                       late=True),
         ),
         policy_recipe="automon.data.recipes.sg_code_policy:sg_code_policy_items",
         check="automon.config.sg_code:check_sg_code"),

@@ -18,15 +18,15 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from automon.stage_status import flatten
+from automon.subsets import wording_keys
 
 # build-v2: the machine's facts (code and library versions, sandbox isolation, workers, the sources'
 # directory) moved from manifest.json to build_log.json's build record.
 BUILD_VERSION = "build-v2"
 
-# Wordings keys added after v6, with the defaults that keep every earlier version's samples: the manifest
-# records one only where a version sets it otherwise, so the data hashes of the builds made before it
-# existed stay as they were (a key every manifest recorded from the start needs no entry).
-LATE_WORDINGS_KEYS = {"sg_code_verify_unused_pairs": True, "syco_qa_whole_questions": False, "sg_qa_excluded": {}}
+# Wordings keys added after v6 (WordingKey.late) -> their defaults: the manifest records one only where a
+# version sets it otherwise, so the data hashes of the builds made before it existed stay as they were.
+LATE_WORDINGS_KEYS = {k.name: k.default for k in wording_keys() if k.late}
 
 # Where the build goes and whether it may replace one: not what it holds.
 NON_IDENTITY_KEYS = ("out", "overwrite")

@@ -22,20 +22,6 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
                 tom_unhackable: Iterable[Row], w: WordingsConfig, seed: int, variants: int,
                 drops: Drops) -> list[Item]:
     items: list[Item] = []
-
-    def kept(rows: Iterable[Row], tag: str) -> list[Row]:
-        """The rows the wordings do not exclude (wordings.sg_qa_excluded, by the samples' source)."""
-        out = []
-        for row in rows:
-            if f"{tag}:{row.ref}" in w.sg_qa_excluded:
-                drops.add("sg_qa", "excluded_in_wordings")
-                continue
-            out.append(row)
-        return out
-
-    truthfulqa, tom = kept(truthfulqa, "truthfulqa"), kept(tom, "rh_theory_of_mind")
-    world_reward, world_approval = kept(world_reward, "rh_world_affecting_reward"), kept(world_approval,
-                                                                                      "rh_world_affecting_approval")
     for row in truthfulqa:
         parsed = truthfulqa_answers(row, "sg_qa", drops)
         if parsed is None:
@@ -94,7 +80,10 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
     # away; its pairs train but never test.
     items += _email_items(email, seed, drops, unhackable=False, testable=not w.sg_qa_balanced)
     items += _email_items(email_unhackable, seed, drops, unhackable=True)
-    return items
+    kept = [it for it in items if it.source not in w.sg_qa_excluded]  # wordings.sg_qa_excluded, by source row
+    if len(kept) < len(items):
+        drops.add("sg_qa", "excluded_in_wordings", len(items) - len(kept))
+    return kept
 
 
 _EMAIL = {
