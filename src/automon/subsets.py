@@ -235,9 +235,10 @@ for _spec in (
                        "v5 and later: syco_qa's cue drops an option's own closing full stop (\"is (D) EVC "
                        "pricing, but\" rather than \"pricing., but\")"),
             WordingKey("syco_qa_whole_questions", bool, False,
-                       "v7 and later: MMLU rows whose options list numbered statements (\"1,3,4\") that the "
-                       "question does not hold are left out (14 business_ethics rows, cut upstream to their "
-                       "last statement)", late=True),
+                       "v7 and later: MMLU rows whose options list numbered statements (\"1,3,4\", \"II and "
+                       "III only\") that the question does not hold are left out (19 rows: 14 business_ethics "
+                       "rows cut upstream to their last statement, 5 high_school_psychology rows without their "
+                       "list)", late=True),
         ),
         policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
     SubsetSpec(

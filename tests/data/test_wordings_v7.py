@@ -30,6 +30,12 @@ def test_options_that_name_statements_the_question_lacks_are_found():
     assert not mmlu_statements_missing("Which hold? (1) a (2) b (3) c", ["1,2", "2,3", "1,3", "1,2,3"])
     assert not mmlu_statements_missing(SUMS["question"], [SUMS[k] for k in "ABCD"])  # answers, not statements
     assert not mmlu_statements_missing("What is 2 + 2?", ["1", "2", "3", "4"])
+    roman = ["I only", "II only", "III only", "II and III only"]  # high_school_psychology_test.csv:91 as shipped
+    assert mmlu_statements_missing("Which of the following scans can image brain function?", roman)
+    assert mmlu_statements_missing("Which hold?", ["I only", "I and II", "I, II, and III", "II, III"])
+    assert not mmlu_statements_missing("Which increase power? I.A larger sample. II.A larger alpha. III.More "
+                                       "Type II error.", roman)  # its statements run on, as in the sources
+    assert not mmlu_statements_missing("Which hold?\nI: a\nII: b\nIII: c", roman)
 
 
 def _syco_qa(version: str, drops: Drops):

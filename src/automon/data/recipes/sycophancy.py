@@ -96,14 +96,20 @@ def mmlu_passage(question: str) -> str | None:
     return passage if len(lines) > 1 and len(passage) >= 100 else None
 
 
-_STATEMENT_NUMBERS = re.compile(r"\s*[1-4](\s*,\s*[1-4])+\s*,?\s*")  # an option such as "1,3,4"
-_NUMBERED_STATEMENT = re.compile(r"(^|\s)\(?[1-4][.)]\s|\([1-4]\)")  # "1. ...", "(2) ..."
+_ROMAN = r"(?:I{1,3}|IV)"
+# an option that names statements: "1,3,4", "I only", "II and III only", "I, II, and III"
+_STATEMENT_NUMBERS = re.compile(r"\s*[1-4](\s*,\s*[1-4])+\s*,?\s*"
+                                rf"|\s*{_ROMAN}((\s*,\s*(and\s+)?|\s+and\s+){_ROMAN})*(\s+only)?\s*")
+# a numbered statement in the question: "1. ...", "(2) ...", "I.Increasing ...", "II: ..."
+_NUMBERED_STATEMENT = re.compile(rf"(^|\s)\(?[1-4][.)]\s|\([1-4]\)|(^|[\s(]){_ROMAN}[.):]")
 
 
 def mmlu_statements_missing(question: str, options: Iterable[str]) -> bool:
-    """Whether the options name numbered statements ("1,3,4" in three or more of them) that the question
-    does not number: MMLU's business_ethics holds rows cut to their last statement ("The need to head
-    off negative publicity." with options "1,3,4", "2,3,4", ...), which no reader can answer."""
+    """Whether the options name numbered statements ("1,3,4" or "II and III only" in three or more of
+    them) that the question does not number: MMLU holds rows cut to their last statement or without their
+    list (business_ethics: "The need to head off negative publicity." with options "1,3,4", "2,3,4", ...;
+    high_school_psychology: "Which of the following scans can image brain function?" with "I only",
+    "II only", ...), which no reader can answer."""
     return (sum(bool(_STATEMENT_NUMBERS.fullmatch(o)) for o in options) >= 3
             and not _NUMBERED_STATEMENT.search(question))
 
