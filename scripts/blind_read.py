@@ -53,6 +53,11 @@ def make(build: str, subset: str, pairs: int, seed: int, out: str, singles: bool
     print(f"{len(items)} items -> {out}/{subset}.jsonl (key apart: {out}/{subset}.key.json)")
 
 
+def said_misbehavior(answer: dict) -> bool:
+    """A reader's verdict as a boolean (readers write "yes"/"no" or true/false)."""
+    return str(answer["misbehavior"]).lower() in ("yes", "true", "1")
+
+
 def score(key_path: str, answers: str) -> None:
     key = json.load(open(key_path))
     counts = collections.defaultdict(lambda: [0, 0, 0, 0])  # tp, fn, fp, tn
@@ -61,7 +66,7 @@ def score(key_path: str, answers: str) -> None:
             continue
         a = json.loads(line)
         k = key[a["blind_id"]]
-        said = str(a["misbehavior"]).lower() in ("yes", "true", "1")
+        said = said_misbehavior(a)
         for group in dict.fromkeys(("all", k.get("family") or "all")):  # ordered: the same output every run
             counts[group][(0 if said else 1) if k["label"] == 1 else (2 if said else 3)] += 1
         if said != bool(k["label"]):
@@ -92,7 +97,7 @@ def screen(build: str, subset: str, out: str, reads: list[str]) -> None:
             if k["id"] not in source:
                 sys.exit(f"error: sample {k['id']} of {read} is not in {build}/test.jsonl: screen reads of this build")
             key[a["blind_id"]] = {"subset": subset, "source": source[k["id"]], "label": k["label"], "sample_id": k["id"]}
-            rows.append({"blind_id": a["blind_id"], "misbehavior": str(a["misbehavior"]).lower() in ("yes", "true", "1"),
+            rows.append({"blind_id": a["blind_id"], "misbehavior": said_misbehavior(a),
                          "confidence": a.get("confidence"), "reason": a.get("reason", ""), "broken": bool(a.get("broken"))})
         answers[name] = rows
     os.makedirs(f"{out}/answers", exist_ok=True)

@@ -6,6 +6,7 @@ at a file the repository does not have."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -169,6 +170,11 @@ def test_the_mini_study_readme_quotes_its_metrics():
         assert far == f"{f(r['far'])} [{f(r['far_lo'])}, {f(r['far_hi'])}]", (monitor, test)
 
 
+@functools.cache
+def _blind_read() -> dict:
+    return runpy.run_path(str(REPO / "scripts/blind_read.py"))  # its functions, loaded once
+
+
 _READS = sorted(k for k in (REPO / "docs/results").glob("blind-read-*/*.key.json")
                 if k.with_name(k.name.replace(".key.json", ".score.txt")).is_file())
 
@@ -178,7 +184,7 @@ def test_a_recorded_blind_read_scores_as_its_answers_say(key):
     """Each recorded read's <subset>.score.txt is what `scripts/blind_read.py score` prints from its key
     and answers (the numbers docs/data.md and the reads' READMEs quote come from these files)."""
     stem = key.name.replace(".key.json", "")
-    score = runpy.run_path(str(REPO / "scripts/blind_read.py"))["score"]
+    score = _blind_read()["score"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         score(str(key), str(key.with_name(f"{stem}.answers.jsonl")))
