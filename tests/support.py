@@ -307,6 +307,18 @@ def run_sft(*overrides: str, timeout: float = 600, cwd: Path | None = None,
     return _WARM.run(sft_cmd(*overrides), cwd=cwd or REPO, env=e, timeout=timeout)
 
 
+def warm_launcher(env: dict) -> str:
+    """What to give as `python` to a process that runs the stage scripts in `env` (the pipeline's
+    `python=`): a launcher that runs them in a warm interpreter (tests/warm_python.py), or
+    sys.executable where warm runs are off (AUTOMON_TEST_COLD=1)."""
+    return _WARM.launcher(env) or sys.executable
+
+
+def warm_refused() -> list[str]:
+    """The runs a warm launcher ran in a fresh interpreter after all, and why."""
+    return _WARM.refused()
+
+
 def holdout_env() -> dict:
     """eval/holdout.py's environment in tests: offline, no wandb, user errors as one line (no debug)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}

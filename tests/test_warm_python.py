@@ -1,11 +1,14 @@
 """The warm interpreter (tests/warm_python.py) runs a script as a fresh `python script.py` would: the
-same exit status, stdout and stderr, for each way a script can end."""
+same exit status, stdout and stderr, for each way a script can end; its launcher stands where `python`
+would, passing signals on to the run and taking it down with it."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -30,7 +33,13 @@ elif how == "raise":
 elif how == "killed":
     sys.stdout.flush()
     os.kill(os.getpid(), 9)
+elif how == "interrupted":
+    os.kill(os.getpid(), 2)
+    time.sleep(5)
 elif how == "sleep":
+    import signal
+    signal.signal(signal.SIGUSR1, lambda *a: print("got SIGUSR1", flush=True))
+    print("pid", os.getpid(), flush=True)
     time.sleep(30)
 print("end")
 """
@@ -43,18 +52,67 @@ def warm():
     w.close()
 
 
-@pytest.mark.parametrize("how", ["normal", "thread", "exit3", "exit-message", "raise", "killed"])
-def test_a_run_ends_as_in_a_fresh_interpreter(warm, tmp_path, how):
+@pytest.mark.parametrize("how", ["normal", "thread", "exit3", "exit-message", "raise", "killed", "interrupted"])
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_a_run_ends_as_in_a_fresh_interpreter(warm, tmp_path, how, unbuffered):
     script = tmp_path / "s.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     argv = [sys.executable, str(script), how]
     fresh = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    got = warm.run(argv, cwd=tmp_path, env=env, timeout=60)
-    assert warm._proc is not None, "the run should have gone to the warm interpreter"
+    served = warm.served()
+    got = warm.run(argv, cwd=tmp_path, env=env, timeout=60) if unbuffered else \
+        subprocess.run([warm.launcher(env), *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert warm.served() == served + 1, "the run should have gone to the warm interpreter"
     # the one difference by design: torch is already imported there
     assert got.stdout.replace("True\n", "False\n", 1) == fresh.stdout
     assert (got.returncode, got.stderr) == (fresh.returncode, fresh.stderr)
+
+
+def test_the_launcher_passes_signals_on_and_takes_its_run_down_when_killed(warm, tmp_path):
+    """As the pipeline uses it (`python=<launcher>`): a signal sent to the launcher reaches the run; the
+    run's death by a signal is the launcher's; a launcher killed outright leaves no run behind."""
+    script = tmp_path / "s.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ)
+    launcher = warm.launcher(env)
+
+    def start():
+        p = subprocess.Popen([launcher, str(script), "sleep"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        lines = [p.stdout.readline() for _ in range(3)]  # argv..., env..., pid N
+        line = lines[-1]
+        assert line.startswith("pid "), lines
+        return p, int(line.split()[1])
+
+    p, pid = start()
+    assert pid != p.pid
+    p.send_signal(signal.SIGUSR1)
+    assert p.stdout.readline() == "got SIGUSR1\n"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == -signal.SIGTERM
+
+    p, pid = start()
+    p.kill()
+    p.wait(30)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}"), "the run outlived its launcher"
+
+
+def test_a_command_the_server_does_not_take_runs_fresh_through_the_launcher(warm, tmp_path):
+    env = dict(os.environ)
+    served = warm.served()
+    r = subprocess.run([warm.launcher(env), "-c", "import sys; print('torch' in sys.modules); sys.exit(4)"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (4, "False\n") and warm.served() == served
+    r = subprocess.run([warm.launcher(env), "s.py"], cwd=tmp_path, env={**env, "WARM_PROBE": "y"},
+                       capture_output=True, text=True, timeout=60)  # another environment; no such script
+    assert r.returncode == 2 and "can't open file" in r.stderr and warm.served() == served
 
 
 def test_another_environment_gets_a_fresh_interpreter_and_a_hung_run_times_out(warm, tmp_path):

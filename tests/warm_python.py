@@ -1,127 +1,183 @@
-"""A warm interpreter for the tests' runs of train/sft.py (support.run_sft).
+"""Warm interpreters for the tests' runs of the stage scripts (train/sft.py, eval/holdout.py,
+data_build/build.py, train/probe.py), directly (support.run_sft) or as the pipeline's stages.
 
 A run of train/sft.py in a fresh interpreter spends about 7 of its 10 s on a CPU importing torch,
-transformers, PEFT and TRL, and the suite runs it some 45 times. Here one server process per test
-worker imports those libraries once, and nothing of automon; each run is a child forked from it, which
-runs the script the way `python train/sft.py ...` does:
+transformers, PEFT and TRL, and the suite runs the stage scripts some 80 times. Here a server process
+imports those libraries once (and nothing of automon); each run is a child forked from it, which runs
+the script the way `python script.py ...` does:
 
-- the script runs as `__main__` (runpy) with its own argv, cwd and sys.path[0] (the script's directory),
-  stdin /dev/null, stdout and stderr to files the caller reads; every automon module is imported fresh;
+- the script runs as `__main__` (runpy) with its own argv, cwd, environment and sys.path[0] (the
+  script's directory), on the caller's stdin, stdout and stderr (the descriptors themselves, passed
+  over the server's socket), in a session of its own; every automon module is imported fresh;
+- the standard streams are made as a fresh interpreter makes them (PYTHONUNBUFFERED honoured);
 - the random generators are seeded afresh (a fresh interpreter seeds random, numpy and torch from the OS);
 - it exits as the interpreter would: SystemExit's status (None 0, an int that int, else printed and 1),
   an uncaught exception's traceback and status 1, a signal's death as such (returncode -N); then
-  non-daemon threads are joined, atexit handlers run and the streams flushed (multiprocessing's
-  forked children exit the same way).
+  non-daemon threads are joined, atexit handlers run and the streams flushed.
 
-The libraries read some variables when imported (HF_HUB_OFFLINE, ...), so only a run whose environment
-is the server's (PYTEST_CURRENT_TEST apart) goes there; any other, and every run under AUTOMON_TEST_COLD=1, gets a fresh
-interpreter. Linux (fork) only, like the sandbox; elsewhere every run is a fresh interpreter.
+The caller's side is a LAUNCHER, an executable that stands where `python` would (the pipeline's
+`python=` setting, or WarmPython.run's command): `launcher script.py args...`. It is a small
+standard-library client (`python -SE`, running this file as `--client DIRECTORY PYTHON script.py ...`)
+that hands the run to the server of its environment, passes on the signals it gets (SIGINT, SIGTERM,
+SIGUSR1, ...) to the run, and exits with the run's status (or dies of the run's signal). A run no
+server takes (no server for its environment, a `-c`/`-m` command) is exec'd in a fresh interpreter by
+the launcher itself, and noted with why (WarmPython.refused): a launcher is always a correct `python`,
+only sometimes a faster one.
 
-Run as a script, this file is the server (stdlib imports only, then PRELOAD).
+The libraries read some variables when imported (HF_HUB_OFFLINE, ...), so a server takes only runs
+whose environment is its own (PYTEST_CURRENT_TEST apart). AUTOMON_TEST_COLD=1 runs every one fresh.
+Linux (fork, SCM_RIGHTS) only, like the sandbox; elsewhere every run is a fresh interpreter.
+
+Run as `python warm_python.py DIRECTORY`, this file is a server (stdlib imports only, then PRELOAD); it
+ends when its standard input closes (its WarmPython closed, or the test process ended), killing the
+runs still going.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import select
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
 PRELOAD = ("torch", "numpy", "transformers", "datasets", "accelerate", "peft", "trl.trainer.sft_trainer")
 COLD_ENV = "AUTOMON_TEST_COLD"
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
+_MAX_MSG = 1 << 20  # one request (argv, cwd, environment) in one SOCK_SEQPACKET message
 
 
 class WarmPython:
-    """One server for this process (each xdist worker has its own), started on first use in this
-    process's environment; the runs in that environment go to it."""
+    """Servers for this process (each xdist worker has its own), one per environment asked for (the
+    `keep` most recently used are kept: each holds torch and friends, several hundred MB), and the one
+    launcher that reaches them all, in a temporary directory: server <hash of its environment> listens
+    on <hash>.sock, so a launcher finds the server of its own environment by name."""
 
-    def __init__(self, honour_cold: bool = True) -> None:
+    def __init__(self, honour_cold: bool = True, keep: int = 2) -> None:
         self._honour_cold = honour_cold  # False: AUTOMON_TEST_COLD=1 is ignored (tests of this module)
-        self._proc: subprocess.Popen | None = None
-        self._env: dict[str, str] | None = None
+        self._keep = keep
+        self._servers: OrderedDict[str, _Server] = OrderedDict()
+        self._dir: tempfile.TemporaryDirectory | None = None
         self._lock = threading.Lock()
-        self._pending = b""  # reply bytes read but not yet taken
 
-    def _warm_for(self, env: dict[str, str]) -> bool:
-        """Whether a run in `env` goes to the server (a dead one, or one of an older environment of
-        this process, is let go first)."""
-        if (self._honour_cold and os.environ.get(COLD_ENV) == "1") or not hasattr(os, "fork"):
-            return False
-        if self._proc is not None and self._proc.poll() is not None:
-            self._proc = None  # it died: start another
-        if self._proc is not None and _imports_see(dict(os.environ)) != _imports_see(self._env):
-            self.close()  # this process's environment changed since (a test's monkeypatch): start another
-        return _imports_see(env) == _imports_see(dict(os.environ))
+    def available(self) -> bool:
+        return (not (self._honour_cold and os.environ.get(COLD_ENV) == "1") and hasattr(os, "fork")
+                and hasattr(socket, "send_fds") and sys.platform == "linux")
+
+    def launcher(self, *envs: dict[str, str]) -> str | None:
+        """An executable to run in place of `python`, with a server started (and waited for) for each
+        of `envs` that has none; None where warm runs are off. A run in any other environment is run
+        fresh by the launcher (and listed by `refused`)."""
+        if not self.available():
+            return None
+        with self._lock:
+            d = self._directory()
+            for env in envs:
+                key = _key(env)
+                server = self._servers.pop(key, None)
+                if server is not None and not server.alive():
+                    server.close()
+                    server = None
+                self._servers[key] = server or _Server(env, d)  # most recently used last
+                while len(self._servers) > self._keep:
+                    self._servers.popitem(last=False)[1].close()
+            return str(d / "python")
 
     def run(self, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         """Like subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout),
-        argv[0] being sys.executable and argv[1] the script; a fresh interpreter where not _warm_for(env)."""
-        with self._lock:
-            if not self._warm_for(env):
-                return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-            return self._run_warm(argv, cwd, env, timeout)
+        argv[0] being sys.executable and argv[1] the script. Warm when `env` is this process's own or
+        one a server runs already; any other environment gets a fresh interpreter (a server's start-up
+        would cost more than one run saves)."""
+        launcher = None
+        if self.available() and (_key(env) == _key(dict(os.environ)) or _key(env) in self._servers):
+            launcher = self.launcher(env)
+        cmd = list(argv) if launcher is None else [launcher, *argv[1:]]
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
-    def _run_warm(self, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float
-                  ) -> subprocess.CompletedProcess:
-        with tempfile.TemporaryDirectory(prefix="warm-run-") as tmp:
-            proc = self._server()
-            out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            req = {"argv": list(argv[1:]), "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
-            proc.stdin.write(json.dumps(req) + "\n")
-            proc.stdin.flush()
-            pid = self._reply(proc, 60)["pid"]
-            try:
-                status = self._reply(proc, timeout)["status"]
-            except subprocess.TimeoutExpired:
-                os.kill(pid, 9)
-                self._reply(proc, 60)  # the server reaps it
-                raise subprocess.TimeoutExpired(list(argv), timeout, out.read_text(errors="replace"),
-                                                err.read_text(errors="replace")) from None
-            return subprocess.CompletedProcess(list(argv), status, out.read_text(errors="replace"),
-                                               err.read_text(errors="replace"))
+    def served(self) -> int:
+        """How many runs the live servers have forked (tests of this module check that runs went warm)."""
+        return sum(s.served() for s in self._servers.values())
+
+    def refused(self) -> list[str]:
+        """The runs the launcher ran in a fresh interpreter, and why (one line each)."""
+        try:
+            return (Path(self._dir.name) / "refused").read_text().splitlines() if self._dir else []
+        except OSError:
+            return []
 
     def close(self) -> None:
-        """End the server (it ends at EOF); the next warm run starts another."""
-        if self._proc is not None:
-            self._proc.stdin.close()
-            self._proc.wait(60)
-            self._proc = None
+        with self._lock:
+            while self._servers:
+                self._servers.popitem()[1].close()
+            if self._dir is not None:
+                self._dir.cleanup()
+                self._dir = None
 
-    def _server(self) -> subprocess.Popen:
-        """The server, in this process's environment (a run is sent here only if it has the same)."""
-        if self._proc is None:
-            self._env = dict(os.environ)
-            self._proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          env=self._env, text=True)
-            self._pending = b""
-            assert self._reply(self._proc, 300) == {"ready": True}
-        return self._proc
-
-    def _reply(self, proc: subprocess.Popen, timeout: float) -> dict:
-        """The server's next reply line (read from the pipe unbuffered: select must see what is left)."""
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._pending:
-            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise subprocess.TimeoutExpired(proc.args, timeout)
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                raise RuntimeError(f"the warm interpreter ({proc.args}) died: exit {proc.wait()}")
-            self._pending += chunk
-        line, self._pending = self._pending.split(b"\n", 1)
-        return json.loads(line)
+    def _directory(self) -> Path:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="warm-python-")
+            # A Python script, not a shell one (a shell would add PWD to the run's environment).
+            launcher = Path(self._dir.name) / "python"
+            launcher.write_text(f"#!{sys.executable} -SE\nimport runpy, sys\n"
+                                f"sys.argv[1:1] = ['--client', {self._dir.name!r}, {sys.executable!r}]\n"
+                                f"runpy.run_path({os.path.abspath(__file__)!r}, run_name='__main__')\n")
+            launcher.chmod(0o755)
+        return Path(self._dir.name)
 
 
-def _imports_see(env: dict[str, str]) -> dict[str, str]:
+class _Server:
+    """One server process, serving the runs of one environment on <directory>/<hash>.sock."""
+
+    def __init__(self, env: dict[str, str], directory: Path) -> None:
+        self._count = directory / f"{_name(_key(env))}.served"
+        self.proc = subprocess.Popen([sys.executable, __file__, str(directory)], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, cwd=directory)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 300)
+        line = os.read(self.proc.stdout.fileno(), 4096) if ready else b""
+        if line.strip() != b"ready":
+            self.close()
+            raise RuntimeError(f"the warm interpreter did not start (exit {self.proc.poll()}, said {line!r})")
+        if not self._count.with_suffix(".sock").exists():  # the server's own hash of its environment
+            self.close()
+            raise RuntimeError("the warm interpreter does not see the environment it was given")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def served(self) -> int:
+        try:
+            return int(self._count.read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def close(self) -> None:
+        """End the server (it ends at EOF on its stdin, killing the runs still going)."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _key(env: dict[str, str]) -> str:
     """The environment as the preloaded imports would see it: all of it but pytest's own per-test
-    bookkeeping (the child gets the run's whole environment all the same)."""
-    return {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
+    bookkeeping (the run gets its whole environment all the same)."""
+    return json.dumps({k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}, sort_keys=True)
+
+
+def _name(key: str) -> str:
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
 def _exit_status(code) -> int:
@@ -133,16 +189,40 @@ def _exit_status(code) -> int:
     return 1
 
 
-def _child(req: dict) -> None:
+# ---------------------------------------------------------------- the server and its runs
+
+def _std_streams() -> None:
+    """sys.stdin/stdout/stderr over the run's descriptors 0-2, made as a fresh interpreter makes them:
+    stdout line-buffered on a terminal, stderr always; both write-through under PYTHONUNBUFFERED."""
+    import io
+
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    streams = []
+    for fd, mode in ((0, "rb"), (1, "wb"), (2, "wb")):
+        old = (sys.stdin, sys.stdout, sys.stderr)[fd]
+        raw = io.FileIO(fd, mode, closefd=False)
+        buf = raw if unbuffered and fd else (io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw))
+        streams.append(io.TextIOWrapper(buf, encoding=old.encoding, errors=old.errors,
+                                        line_buffering=not unbuffered and fd > 0 and (fd == 2 or raw.isatty()),
+                                        write_through=unbuffered and fd > 0))
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+
+
+def _child(req: dict, fds: list[int], keep_out: list[int]) -> None:
     """The forked run; never returns."""
     status = 1
     try:
+        for fd in keep_out:  # the server's socket and the other runs' connections
+            os.close(fd)
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
-        os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        _std_streams()
         import random
 
         random.seed()
@@ -169,7 +249,7 @@ def _child(req: dict) -> None:
                 tb = tb.tb_next
             e = e.with_traceback(tb or e.__traceback__)  # the hook prints the exception's own
             sys.excepthook(type(e), e, e.__traceback__)
-            status = 1
+            status = -signal.SIGINT if isinstance(e, KeyboardInterrupt) else 1
         import atexit
 
         threading._shutdown()  # what the interpreter does at exit, in its order
@@ -180,36 +260,178 @@ def _child(req: dict) -> None:
                 stream.flush()
             except Exception:  # noqa: BLE001 - a closed stream: nothing left to flush
                 pass
-        os._exit(status)
+        if status < 0:  # an uncaught KeyboardInterrupt: the interpreter dies of SIGINT, so does the run
+            signal.signal(-status, signal.SIG_DFL)
+            os.kill(os.getpid(), -status)
+        os._exit(status & 0xFF)
 
 
-def _serve() -> None:
-    requests = os.fdopen(os.dup(0), "r")
-    replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+def _not_served(argv: list[str], cwd: str) -> str | None:
+    """Why a run is not a server's (the launcher then runs it in a fresh interpreter)."""
+    if not argv or argv[0].startswith("-") or not os.path.isfile(os.path.join(cwd, argv[0])):
+        return "not a script"  # `-c`, `-m`, ...: only `python script.py ...` is served
+    return None
+
+
+def _serve(directory: str) -> None:
+    own = _key(dict(os.environ))  # before the imports, which may set variables of their own
+    name = Path(directory) / _name(own)
+    control = 0  # the WarmPython's pipe: EOF ends the server
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # a library's stray print must not land in the replies
     import importlib
 
-    for name in PRELOAD:
+    for module in PRELOAD:
         try:
-            importlib.import_module(name)
+            importlib.import_module(module)
         except ImportError:  # not installed here: the runs import what they need themselves
             pass
-    replies.write(json.dumps({"ready": True}) + "\n")
-    for line in requests:
-        req = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            requests.close()
-            replies.close()
-            _child(req)
-        replies.write(json.dumps({"pid": pid}) + "\n")
-        _, wait_status = os.waitpid(pid, 0)
-        replies.write(json.dumps({"status": os.waitstatus_to_exitcode(wait_status)}) + "\n")
+    name.with_suffix(".env").write_text(own)  # for the launcher's note of a run it cannot find a server for
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(str(name.with_suffix(".sock")))
+    srv.listen(64)
+    replies.write(b"ready\n")
+    runs: dict[socket.socket, int] = {}  # connection -> its run's pid
+    served = 0
+    try:
+        while True:
+            ready, _, _ = select.select([control, srv, *runs], [], [], 0.05)
+            for conn, pid in list(runs.items()):  # ended runs: their status to their launcher
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    _send(conn, {"status": os.waitstatus_to_exitcode(status)})
+                    conn.close()
+                    del runs[conn]
+            for r in ready:
+                if isinstance(r, int):  # the control pipe
+                    if not os.read(control, 4096):
+                        return
+                elif r is srv:
+                    conn, _ = srv.accept()
+                    try:
+                        msg, fds, _, _ = socket.recv_fds(conn, _MAX_MSG, 3)
+                        req = json.loads(msg)
+                    except (OSError, ValueError):
+                        conn.close()
+                        continue
+                    why = ("no descriptors" if len(fds) != 3 else "another environment" if _key(req["env"]) != own
+                           else _not_served(req["argv"], req["cwd"]))
+                    if why:  # the launcher asked the wrong server: it runs the script itself
+                        _send(conn, {"cold": why})
+                        for fd in fds:
+                            os.close(fd)
+                        conn.close()
+                        continue
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(req, fds, [srv.fileno(), control, replies.fileno(), conn.fileno(),
+                                          *(c.fileno() for c in runs)])
+                    for fd in fds:
+                        os.close(fd)
+                    runs[conn] = pid
+                    served += 1
+                    name.with_suffix(".served").write_text(str(served))
+                    _send(conn, {"pid": pid})
+                elif r in runs:  # its launcher went away (killed): so does the run
+                    try:
+                        gone = not r.recv(1)
+                    except OSError:
+                        gone = True
+                    if gone:
+                        _kill_group(runs[r])
+    finally:
+        for pid in runs.values():
+            _kill_group(pid)
+        for pid in runs.values():
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the run leads a session (and group) of its own
+    except OSError:
+        pass
+
+
+def _send(conn: socket.socket, msg: dict) -> None:
+    try:
+        conn.send(json.dumps(msg).encode())
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- the launcher's client
+
+def _client(argv: list[str]) -> None:
+    """`--client DIRECTORY PYTHON script args...`: the run, warm if a server of this environment takes
+    it, else exec'd fresh (and noted in DIRECTORY/refused, with how the environment differs from the
+    servers')."""
+    directory, python, args = Path(argv[0]), argv[1], argv[2:]
+    key = _key(dict(os.environ))
+
+    def fresh(why: str) -> None:
+        try:
+            if why.startswith("no server"):
+                others = [json.loads(p.read_text()) for p in directory.glob("*.env")]
+                mine = json.loads(key)
+                why += "; it differs in " + " / ".join(
+                    ", ".join(sorted(k for k in set(o) | set(mine) if o.get(k) != mine.get(k))) for o in others)
+            with open(directory / "refused", "a") as f:
+                f.write(f"{' '.join(args)[:200]}: {why}\n")
+        except (OSError, ValueError):
+            pass
+        os.execv(python, [python, *args])
+
+    why = _not_served(args, os.getcwd())
+    if why:
+        fresh(why)
+    req = json.dumps({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(str(directory / f"{_name(key)}.sock"))
+    except OSError:
+        fresh("no server for its environment")
+    try:
+        socket.send_fds(s, [req], [0, 1, 2])
+        reply = json.loads(s.recv(_MAX_MSG) or b'{"cold": "the server went away"}')
+    except (OSError, ValueError) as e:
+        reply = {"cold": f"the server did not answer: {e}"}
+    if "cold" in reply:
+        s.close()
+        fresh(reply["cold"])
+    pid = reply["pid"]
+
+    def forward(signum, frame) -> None:  # noqa: ARG001
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+    for sig in _FORWARDED:
+        signal.signal(sig, forward)
+    msg = s.recv(_MAX_MSG)
+    if not msg:
+        print("[warm_python: the server ended before the run did]", file=sys.stderr)
+        os._exit(1)
+    status = json.loads(msg)["status"]
+    if status < 0:  # died of a signal: so does the launcher
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # the two whose action cannot be set
+            signal.signal(-status, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [-status])
+        os.kill(os.getpid(), -status)
+        time.sleep(5)
+        os._exit(128 - status)
+    os._exit(status)
 
 
 if __name__ == "__main__":
-    sys.path.pop(0)  # tests/ is no package of the runs'
-    _serve()
+    if sys.argv[1:2] == ["--client"]:
+        _client(sys.argv[2:])
+    else:
+        sys.path.pop(0)  # tests/ is no package of the runs'
+        _serve(sys.argv[1])

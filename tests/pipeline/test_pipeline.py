@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import support
 from automon.data.io import sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,11 +29,33 @@ EVAL_FILES = ("report.md", "matrix.csv", "matrix.md", "heatmap.png", "pareto.png
 
 
 def pipeline(cwd: Path, *overrides: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, float]:
+    """`python pipeline.py <overrides>` in `cwd`, its stages run by a warm interpreter (`python=`, see
+    _stage_python); returns the finished process and its seconds."""
     env = dict(os.environ, WANDB_MODE="disabled", HF_HUB_OFFLINE="1")
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, str(PIPELINE), *overrides], cwd=cwd, env=env, capture_output=True,
-                       text=True, timeout=timeout)
+    r = subprocess.run([sys.executable, str(PIPELINE), f"python={_stage_python(env)}", *overrides], cwd=cwd,
+                       env=env, capture_output=True, text=True, timeout=timeout)
     return r, time.perf_counter() - t0
+
+
+def _stage_python(env: dict[str, str]) -> str:
+    """The `python` of the smoke experiment's stages: a launcher that runs each stage script in a child
+    forked from an interpreter that has imported torch, transformers and TRL already, in the stages'
+    environment: the pipeline's own while its entry point runs (automon.errors sets HYDRA_FULL_ERROR),
+    its `env`, and PYTHONUNBUFFERED, as automon.pipeline.proc.base_env makes it. A stage whose
+    environment is another one (parallel training sets OMP_NUM_THREADS where the test run has not)
+    runs in a fresh interpreter all the same."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from automon.config.pipeline import register
+
+    register()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        extra = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=smoke"])).env
+    stage_env = {**env, "HYDRA_FULL_ERROR": "1", **{str(k): str(v) for k, v in extra.items()}}
+    stage_env.setdefault("PYTHONUNBUFFERED", "1")
+    return support.warm_launcher(stage_env)
 
 
 def _explain(r: subprocess.CompletedProcess) -> str:
@@ -51,6 +74,9 @@ def smoke(tmp_path_factory):
     work = tmp_path_factory.mktemp("smoke")
     r, secs = pipeline(work, "experiment=smoke")
     assert r.returncode == 0, _explain(r)
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("AUTOMON_TEST_COLD") != "1":
+        # every stage ran warm (the workers set OMP_NUM_THREADS, so training's environment is the others')
+        assert not support.warm_refused(), support.warm_refused()
     print(f"\nsmoke pipeline, first run: {secs:.1f} s")
     return work, r, secs
 
