@@ -293,18 +293,27 @@ def sft_cmd(*overrides: str) -> list[str]:
 _WARM = WarmPython()
 
 
+def run_script(script: str | Path, *args: str, timeout: float = 600, cwd: Path | None = None,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python <script> <args>` as a user runs it (in `cwd`, REPO by default), output captured; `env`
+    replaces the environment. Runs whose environment is this process's go to a warm interpreter
+    (tests/warm_python.py: the ~7 s of torch, transformers and TRL imports paid once per worker);
+    AUTOMON_TEST_COLD=1 runs every one fresh."""
+    return _WARM.run([sys.executable, str(script), *args], cwd=cwd or REPO,
+                     env=dict(os.environ) if env is None else env, timeout=timeout)
+
+
 def run_sft(*overrides: str, timeout: float = 600, cwd: Path | None = None,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """train/sft.py as a user runs it; `env` values of None remove a variable. Runs whose environment
-    is this process's go to a warm interpreter (tests/warm_python.py: the ~7 s of torch, transformers
-    and TRL imports paid once per worker); AUTOMON_TEST_COLD=1 runs every one fresh."""
+    """train/sft.py as a user runs it (run_script); `env` values update this process's environment, and
+    None removes a variable."""
     e = dict(os.environ)
     for k, v in (env or {}).items():
         if v is None:
             e.pop(k, None)
         else:
             e[k] = v
-    return _WARM.run(sft_cmd(*overrides), cwd=cwd or REPO, env=e, timeout=timeout)
+    return run_script(SFT, *overrides, timeout=timeout, cwd=cwd, env=e)
 
 
 def warm_launcher(env: dict) -> str:
@@ -327,8 +336,8 @@ def holdout_env() -> dict:
 
 
 def run_holdout(*overrides: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """eval/holdout.py as a user runs it (through the warm interpreter, as run_sft)."""
-    return _WARM.run([sys.executable, str(HOLDOUT), *overrides], cwd=REPO, env=holdout_env(), timeout=timeout)
+    """eval/holdout.py as a user runs it (run_script)."""
+    return run_script(HOLDOUT, *overrides, timeout=timeout, env=holdout_env())
 
 
 # ---------------------------------------------------------------- a scripted policy backend

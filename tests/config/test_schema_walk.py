@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import sys
 import typing
 
 import pytest
@@ -22,7 +21,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from support import CONF, REPO, one_error_line, run_holdout, run_sft
+from support import CONF, REPO, one_error_line, run_holdout, run_script, run_sft
 from automon.errors import ConfigError, UserError
 
 WRONG = "wrong type"
@@ -175,8 +174,7 @@ def test_every_key_refuses_a_wrong_type_an_out_of_range_and_an_empty_value(stage
 
 
 def _script(script: str, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / script), *overrides], capture_output=True, text=True,
-                          timeout=240, cwd=REPO, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    return run_script(REPO / script, *overrides, timeout=240, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
 
 
 def test_a_sample_of_the_probes_through_the_real_scripts_is_one_error_line(tmp_path):

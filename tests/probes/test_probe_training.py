@@ -5,10 +5,9 @@ pipeline's probe stage composes it and asks its status."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
-from support import REPO, compose, holdout_env, make_build
+from support import REPO, compose, holdout_env, make_build, run_script
 
 PROBE = REPO / "train" / "probe.py"
 
@@ -19,9 +18,8 @@ def test_a_probe_trained_by_train_probe_is_the_one_the_evaluation_loads(tmp_path
 
     build = make_build(tmp_path / "build", pairs_per_subset=2, train_per_subset=8)
     cache = tmp_path / "cache"
-    r = subprocess.run([sys.executable, str(PROBE), "features=lexical", "train_subset=sg_code", f"data.dir={build}",
-                        f"cache_dir={cache}", "cap=50", "model=tiny"], capture_output=True, text=True,
-                       env=holdout_env(), cwd=REPO, timeout=300)
+    r = run_script(PROBE, "features=lexical", "train_subset=sg_code", f"data.dir={build}", f"cache_dir={cache}",
+                   "cap=50", "model=tiny", env=holdout_env(), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     trained = sorted((cache / "probes").iterdir())
     assert len(trained) == 1
@@ -29,9 +27,8 @@ def test_a_probe_trained_by_train_probe_is_the_one_the_evaluation_loads(tmp_path
     assert meta["train_subset"] == "sg_code" and meta["probe"] == "lexical" and meta["n_train"] > 0
     assert meta["code_version"] and meta["data_manifest_hash"] and meta["library_versions"]
     # rerunning the same command trains nothing
-    r2 = subprocess.run([sys.executable, str(PROBE), "features=lexical", "train_subset=sg_code", f"data.dir={build}",
-                         f"cache_dir={cache}", "cap=50", "model=tiny"], capture_output=True, text=True,
-                        env=holdout_env(), cwd=REPO, timeout=300)
+    r2 = run_script(PROBE, "features=lexical", "train_subset=sg_code", f"data.dir={build}", f"cache_dir={cache}",
+                    "cap=50", "model=tiny", env=holdout_env(), timeout=300)
     assert r2.returncode == 0 and "trained already" in r2.stdout
 
     fitted: list[str] = []
@@ -54,13 +51,11 @@ def test_the_probe_stage_composes_and_reports_whether_the_probe_is_trained(tmp_p
     with hydra_for(REPO / "conf"):
         run = compose_stage("probe", "probe lexical all", ov, sys.executable, REPO)
     assert run.status().state is Currency.MISSING
-    r = subprocess.run(run.command(sys.executable, REPO), capture_output=True, text=True, env=holdout_env(),
-                       cwd=REPO, timeout=300)
+    r = run_script(*run.command(sys.executable, REPO)[1:], env=holdout_env(), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert run.status().state is Currency.CURRENT
 
 
 def test_a_probe_config_typo_stops_at_start_up(tmp_path):
-    r = subprocess.run([sys.executable, str(PROBE), "features=lexicall"], capture_output=True, text=True,
-                       env=holdout_env(), cwd=REPO, timeout=120)
+    r = run_script(PROBE, "features=lexicall", env=holdout_env(), timeout=120)
     assert r.returncode == 2 and "lexicall" in r.stderr

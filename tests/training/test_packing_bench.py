@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
-from support import REPO, has_cuda
+from support import REPO, has_cuda, run_script
 
 
 def test_corpus_report_on_a_build(small_build, tmp_path):
     out = tmp_path / "corpus.json"
-    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train.py"), "--build", str(small_build),
-                        "--max-seq-length", "1024", "--out", str(out)], capture_output=True, text=True,
-                       timeout=600, cwd=REPO)
+    r = run_script(REPO / "bench" / "bench_train.py", "--build", str(small_build), "--max-seq-length", "1024",
+                   "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     rep = json.loads(out.read_text())
     packed, unpacked = rep["packed"], rep["unpacked"]
@@ -43,10 +40,9 @@ def test_gpu_corpus_mode_plumbing_on_cpu(tmp_path, tiny_model_path):
                                   "packed": {"useful_tokens": sum(lengths)}, "build": {"manifest_sha256": "x"},
                                   "max_seq_length": 512}))
     out = tmp_path / "gpu.json"
-    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train_gpu.py"), "--corpus", str(record), "--tiny",
-                        "--allow-cpu", "--trainers", "peft", "--warmup", "1", "--steps", "1", "--tokens-per-step",
-                        "512", "--model-dir", str(tiny_model_path), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900, cwd=REPO)
+    r = run_script(REPO / "bench" / "bench_train_gpu.py", "--corpus", str(record), "--tiny", "--allow-cpu",
+                   "--trainers", "peft", "--warmup", "1", "--steps", "1", "--tokens-per-step", "512",
+                   "--model-dir", str(tiny_model_path), "--out", str(out), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     rep = json.loads(out.read_text())
     cells = {c["mode"]: c for c in rep["results"]}
@@ -64,16 +60,14 @@ def test_gpu_corpus_mode_skips_without_cuda(tmp_path):
     """bench_train_gpu.py --corpus on a machine without CUDA says so and writes nothing (exit 0), like the
     fixed-length mode: no GPU figure is made up on CPU."""
     out = tmp_path / "x.json"
-    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train_gpu.py"), "--corpus", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300, cwd=REPO)
+    r = run_script(REPO / "bench" / "bench_train_gpu.py", "--corpus", "--out", str(out), timeout=300)
     assert r.returncode == 0 and "skipped: no CUDA device" in r.stderr, r.stderr[-3000:]
     assert not out.exists()
 
 
 def test_gpu_corpus_mode_without_a_corpus_record_says_how_to_make_one(tmp_path, tiny_model_path):
-    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_train_gpu.py"), "--corpus",
-                        str(tmp_path / "missing.json"), "--tiny", "--allow-cpu", "--model-dir", str(tiny_model_path),
-                        "--out", str(tmp_path / "x.json")], capture_output=True, text=True, timeout=300, cwd=REPO)
+    r = run_script(REPO / "bench" / "bench_train_gpu.py", "--corpus", str(tmp_path / "missing.json"), "--tiny",
+                   "--allow-cpu", "--model-dir", str(tiny_model_path), "--out", str(tmp_path / "x.json"), timeout=300)
     assert r.returncode == 2 and "run python bench/bench_train.py first" in r.stderr, r.stderr[-3000:]
     assert not (tmp_path / "x.json").exists()
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
-from support import REPO, has_cuda
+from support import REPO, has_cuda, run_script
 
 BENCH = REPO / "bench" / "bench_train_gpu.py"
 sys.path.insert(0, str(REPO / "bench"))
@@ -24,17 +23,15 @@ def test_flops_per_token_match_the_reference_figures():
 
 @pytest.mark.skipif(has_cuda(), reason="checks the no-CUDA path")
 def test_skips_with_a_clear_message_without_cuda(tmp_path):
-    r = subprocess.run([sys.executable, str(BENCH), "--out", str(tmp_path / "x.json")], capture_output=True,
-                       text=True, timeout=120, cwd=REPO)
+    r = run_script(BENCH, "--out", str(tmp_path / "x.json"), timeout=120)
     assert r.returncode == 0 and "skipped: no CUDA device" in r.stderr
     assert not (tmp_path / "x.json").exists()
 
 
 def test_tiny_plumbing_on_cpu(tmp_path, tiny_model_path):
     out = tmp_path / "bench.json"
-    r = subprocess.run([sys.executable, str(BENCH), "--tiny", "--allow-cpu", "--trainers", "peft", "--lengths", "64",
-                        "--warmup", "1", "--steps", "2", "--out", str(out), "--model-dir", str(tiny_model_path)],
-                       capture_output=True, text=True, timeout=300, cwd=REPO)
+    r = run_script(BENCH, "--tiny", "--allow-cpu", "--trainers", "peft", "--lengths", "64", "--warmup", "1",
+                   "--steps", "2", "--out", str(out), "--model-dir", str(tiny_model_path), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     rep = json.loads(out.read_text())
     (rec,) = rep["results"]
