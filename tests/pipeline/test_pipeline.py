@@ -463,9 +463,11 @@ def test_probes_are_trained_by_their_stage_and_the_evaluation_loads_them(smoke):
     assert r.returncode == 0, _explain(r)
     assert "probe lexical-all: current, skipped (trained probe at " in r.stdout
     assert "eval lex: current, skipped" in r.stdout
-    # without the stage (another cache, stages=[eval]) the evaluation fits them itself, and says so
-    r, _ = pipeline(work, "experiment=smoke", lex.replace(str(work / "probes"), str(work / "probes2")),
-                    "stages=[eval]", "eval.out=evals/smoke-noprobe")
+    # without the stage (another evaluation with a cache of its own, stages=[eval]) the evaluation fits
+    # them itself, and says so; the main evaluation, its inputs unchanged, stays current
+    lex2 = lex.replace("eval.also.lex=", "eval.also.lex2=").replace(str(work / "probes"), str(work / "probes2"))
+    r, _ = pipeline(work, "experiment=smoke", lex2, "stages=[eval]")
     assert r.returncode == 0, _explain(r)
-    log = (work / "evals" / "smoke-noprobe" / "pipeline" / "logs" / "eval_lex.log").read_text()
+    assert "eval: current, skipped" in r.stdout and "eval lex2: running" in r.stdout, r.stdout[-3000:]
+    log = (work / "evals" / "smoke" / "pipeline" / "logs" / "eval_lex2.log").read_text()
     assert "fitted the lexical probe" in log, log[-3000:]
