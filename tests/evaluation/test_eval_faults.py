@@ -393,18 +393,16 @@ def test_cache_dir_that_is_a_file_or_a_cache_file_that_is_a_directory_fails_befo
         PredictionCache(tmp_path / "c", key)
 
 
-def _holdout_interrupted(patch: str, *overrides: str):
-    """eval/holdout.py with `patch` run first (it raises KeyboardInterrupt where Ctrl-C lands)."""
-    import subprocess
-    import sys
+def _holdout_interrupted(tmp_path, patch: str, *overrides: str):
+    """eval/holdout.py with `patch` run first (it raises KeyboardInterrupt where Ctrl-C lands), from a
+    script of its own (so that it runs warm, support.run_script)."""
+    from support import HOLDOUT, holdout_env, run_script
 
-    from support import HOLDOUT, REPO, holdout_env
-
-    code = (f"import runpy, sys\n{patch}\n"
-            f"sys.argv = [{str(HOLDOUT)!r}, *sys.argv[1:]]\n"
-            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    return subprocess.run([sys.executable, "-c", code, *overrides], cwd=REPO, capture_output=True, text=True,
-                          timeout=240, env=holdout_env())
+    script = tmp_path / f"patched_holdout_{abs(hash(patch))}.py"
+    script.write_text(f"import runpy, sys\n{patch}\n"
+                      f"sys.argv = [{str(HOLDOUT)!r}, *sys.argv[1:]]\n"
+                      "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    return run_script(script, *overrides, timeout=240, env=holdout_env())
 
 
 def test_ctrl_c_in_the_evaluation_is_one_line_and_keeps_what_was_finished(tmp_path, build):
@@ -421,7 +419,7 @@ def test_ctrl_c_in_the_evaluation_is_one_line_and_keeps_what_was_finished(tmp_pa
                     "        raise KeyboardInterrupt\n"
                     "    return put(self, items)\n"
                     "c.PredictionCache.put_many = put_many")
-    r = _holdout_interrupted(second_chunk, *ov)
+    r = _holdout_interrupted(tmp_path, second_chunk, *ov)
     assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.stderr.strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C)")
     assert sorted(p.name for p in out.iterdir()) == ["cache"]  # nothing published, the first chunk cached
@@ -435,7 +433,7 @@ def test_ctrl_c_in_the_evaluation_is_one_line_and_keeps_what_was_finished(tmp_pa
                "def write_predictions(*a, **k):\n"
                "    raise KeyboardInterrupt\n"
                "o.write_predictions = write_predictions")
-    r = _holdout_interrupted(writing, *ov, "threshold=0.4")  # a new config: it would replace config.yaml
+    r = _holdout_interrupted(tmp_path, writing, *ov, "threshold=0.4")  # a new config: it would replace config.yaml
     assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert _snapshot(out) == before and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.staging-")]
 
