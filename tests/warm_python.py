@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
@@ -87,7 +88,13 @@ class WarmPython:
                 if server is not None and not server.alive():
                     server.close()
                     server = None
-                self._servers[key] = server or _Server(env, d)  # most recently used last
+                if server is None:
+                    try:
+                        server = _Server(env, d)
+                    except (OSError, RuntimeError) as e:  # its runs are run fresh by the launcher: slower, not wrong
+                        warnings.warn(f"no warm interpreter for an environment of this test run: {e}", stacklevel=2)
+                        continue
+                self._servers[key] = server  # most recently used last
                 while len(self._servers) > self._keep:
                     self._servers.popitem(last=False)[1].close()
             return str(d / "python")
