@@ -175,3 +175,44 @@ def test_the_warm_up_fills_the_memo_and_stops_when_told(tmp_path):
     memo = {}
     warm_minhash(items, d, memo, finished=lambda: next(calls), chunk=25)
     assert len(memo) == 25  # one chunk, then it stopped
+
+
+def test_two_halves_in_parallel_report_what_one_pass_reports(monkeypatch):
+    """find_conflicts with workers > 1 checks a large training set in two halves (the second in a forked
+    child): the same conflicts in the same order (each kind in training order, the kinds in the serial
+    order), and the signatures the child computed join the memo."""
+    from automon.schema import Sample
+
+    texts = _texts(240, seed=5)
+
+    def sample(i: int, split: str, request: str, response: str, keys=()) -> Sample:
+        return Sample(id=f"{split}{i}", pair_id=None, split=split, category="safety", task="qa", subset="safety_qa",
+                      source=f"s:{i}", request=request, response=response, label=i % 2,
+                      meta={"item_keys": list(keys)})
+
+    test = [sample(i, "test", f"question {i} " + texts[i], texts[i + 1], keys=[f"k{i}"]) for i in range(0, 60, 2)]
+    train = []
+    for i, t in enumerate(texts):
+        kind = i % 6  # every kind of conflict spread over both halves, and clean samples between them
+        target = test[i % len(test)]
+        if kind == 0:
+            train.append(sample(i, "train", "other " + t, t, keys=[target.meta["item_keys"][0]]))
+        elif kind == 1:
+            train.append(sample(i, "train", target.request.upper(), target.response))
+        elif kind == 2:
+            train.append(sample(i, "train", "  " + target.request, "a different answer " + t))
+        elif kind == 3:
+            train.append(sample(i, "train", target.request + " extra", target.response))
+        else:
+            train.append(sample(i, "train", f"unrelated {i} " + t, t))
+    serial = disjoint.find_conflicts(train, test, workers=1)
+    assert {c.kind for c in serial.conflicts} >= {"source_item", "exact_text", "exact_request"}
+    assert any(c.kind.startswith("near_duplicate") for c in serial.conflicts)
+    monkeypatch.setattr(disjoint, "_SPLIT_AT", 10)
+    memo: dict = {}
+    split = disjoint.find_conflicts(train, test, workers=2, memo=memo)
+    assert [c.to_dict() for c in split.conflicts] == [c.to_dict() for c in serial.conflicts]
+    assert split.params == serial.params
+    halves = [disjoint.sample_text(s) for s in train[len(train) // 2:]]
+    assert np.array_equal(minhash_signatures(halves, 5, 128, memo=memo), minhash_signatures(halves, 5, 128))
+    assert len(memo) >= len(set(halves))  # the child's signatures came back

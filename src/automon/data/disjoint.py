@@ -240,7 +240,12 @@ def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int =
                    threshold: float = 0.8, workers: int = 1, memo: dict | None = None) -> ConflictReport:
     """Every (train, test) collision; one entry per train sample (its first, strongest reason):
     a shared source-item key, the same normalised text, the same normalised request, a near-duplicate
-    text (request + response), a near-duplicate request."""
+    text (request + response), a near-duplicate request.
+
+    Each training sample's conflict depends on it and the test set alone, so with `workers` > 1 a large
+    training set is checked in two halves, the second in a forked child; the report is the serial one
+    (each kind's conflicts in training order, the kinds in the serial order), and the signatures the
+    child computed join `memo`."""
     bands = _lsh_bands(threshold, num_perm)
     params = {"version": DISJOINT_VERSION, "ngram": ngram, "num_perm": num_perm, "threshold": threshold,
               "minhash_seed": MINHASH_SEED, "max_words": MAX_WORDS, "library": "datasketch MinHash", "base_hash": "crc32",
@@ -248,7 +253,37 @@ def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int =
               "confirm": "exact jaccard of the shingle sets",
               "text": "request + '\\n' + response, lowercased, \\w+ words; and the request alone"}
     params["scheme"] = _minhash_scheme()
-    report = ConflictReport(params=params)
+    memo = {} if memo is None else memo
+    if workers > 1 and len(train) >= _SPLIT_AT:
+        from automon.data.forked import Forked  # the build's fork helper (Linux), only for a large set
+
+        half = len(train) // 2
+        with Forked(_conflicts_and_memo, train[half:], test, ngram, num_perm, threshold, workers, memo,
+                    name="disjointness (second half)") as child:
+            first = _conflicts(train[:half], test, ngram, num_perm, threshold, workers, memo)
+            (second, learnt), _ = child.result()
+        memo.update(learnt)
+        phases = [a + b for a, b in zip(first, second)]
+    else:
+        phases = _conflicts(train, test, ngram, num_perm, threshold, workers, memo)
+    return ConflictReport([c for phase in phases for c in phase], params)
+
+
+_SPLIT_AT = 20_000  # training samples from which find_conflicts checks two halves at once
+
+
+def _conflicts_and_memo(train, test, ngram, num_perm, threshold, workers, memo) -> tuple[tuple, dict]:
+    """_conflicts in a forked child, with the signatures it added to its copy of `memo`."""
+    known = set(memo)
+    phases = _conflicts(train, test, ngram, num_perm, threshold, workers, memo)
+    return phases, {k: v for k, v in memo.items() if k not in known}
+
+
+def _conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int, num_perm: int, threshold: float,
+               workers: int, memo: dict) -> tuple[list[Conflict], list[Conflict], list[Conflict]]:
+    """find_conflicts' three phases, each in training order: the exact checks (source item, text,
+    request), the near-duplicate texts, the near-duplicate requests."""
+    exact: list[Conflict] = []
     test_keys: dict[str, str] = {}
     test_hashes: dict[str, str] = {}
     test_requests: dict[str, str] = {}
@@ -264,28 +299,30 @@ def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int =
     for s in train:
         hit = next((k for k in s.meta.get("item_keys", []) if k in test_keys), None)
         if hit:
-            report.conflicts.append(Conflict(s.id, test_keys[hit], "source_item", hit))
+            exact.append(Conflict(s.id, test_keys[hit], "source_item", hit))
             continue
         h = text_hash(s)
         if h in test_hashes:
-            report.conflicts.append(Conflict(s.id, test_hashes[h], "exact_text"))
+            exact.append(Conflict(s.id, test_hashes[h], "exact_text"))
             continue
         r = req_hash.get(s.request)
         if r is None:
             r = req_hash[s.request] = request_hash(s)
         if r in test_requests:
-            report.conflicts.append(Conflict(s.id, test_requests[r], "exact_request"))
+            exact.append(Conflict(s.id, test_requests[r], "exact_request"))
             continue
         remaining.append(s)
 
+    near_texts: list[Conflict] = []
     near = _near_duplicates([(t.id, sample_text(t)) for t in test], [(s.id, sample_text(s)) for s in remaining],
                             ngram, num_perm, threshold, workers, memo)
     for s in remaining:
         if s.id in near:
             tid, j = near[s.id]
-            report.conflicts.append(Conflict(s.id, tid, "near_duplicate", f"jaccard={j:.3f}"))
+            near_texts.append(Conflict(s.id, tid, "near_duplicate", f"jaccard={j:.3f}"))
     remaining = [s for s in remaining if s.id not in near]
     # The request alone, once per distinct request (training variants of an item share it).
+    near_requests: list[Conflict] = []
     test_req = {request_hash(t): (t.id, t.request) for t in test}
     train_req = {req_hash[s.request]: s.request for s in remaining}
     near_req = _near_duplicates(sorted(test_req.values()), sorted(train_req.items()), ngram, num_perm, threshold,
@@ -293,8 +330,8 @@ def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int =
     for s in remaining:
         hit = near_req.get(req_hash[s.request])
         if hit is not None:
-            report.conflicts.append(Conflict(s.id, hit[0], "near_duplicate_request", f"jaccard={hit[1]:.3f}"))
-    return report
+            near_requests.append(Conflict(s.id, hit[0], "near_duplicate_request", f"jaccard={hit[1]:.3f}"))
+    return exact, near_texts, near_requests
 
 
 def verify_build(path: str | Path, ngram: int = 5, num_perm: int = 128, threshold: float = 0.8,
