@@ -1,5 +1,5 @@
-"""The build's files: train.jsonl and test.jsonl, then (while a forked process re-reads and
-re-checks them) the shortcut audit, manifest.json, the dataset card, audit.png and build_log.json.
+"""The build's files: train.jsonl and test.jsonl (written, re-read and re-checked by a forked process
+while the shortcut audit runs), manifest.json, the dataset card, audit.png and build_log.json.
 
 manifest.json is what the build is (its sha256 is the data hash); build_log.json is how this machine
 made it: timings and the build record (`build_record`), outside the data hash (automon.data.identity).
@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any, Callable
 
 from automon.data.audit import audit, exceed_message
 from automon.data.audit import plot as plot_audit
@@ -37,27 +38,21 @@ log = logging.getLogger("automon.data")
 def write_verified_build(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample],
                          sizes: dict[str, int], report, bad: set[str], test_keys: set[str], memo: dict,
                          t_start: float) -> dict:
-    """Write the build into `tmp`; returns the manifest. The sample files first, then the post-write
-    verification in a forked process while the audit runs and the manifest and card are written
-    here (both need a few seconds of one core each). run_build's last step; `tmp` is its atomic_dir.
-    (automon.data.io.write_build is the other writer: a given manifest, atomically, no checks.)"""
-    cfg, d = ctx.cfg, ctx.cfg.disjoint
+    """Write the build into `tmp`; returns the manifest. A forked child writes the sample files and then
+    re-reads and re-checks them (the post-write verification) while the audit runs here; the manifest
+    takes the files' hashes from it, and the card is written here. run_build's last step; `tmp` is its
+    atomic_dir. (automon.data.io.write_build is the other writer: a given manifest, atomically, no checks.)"""
+    d = ctx.cfg.disjoint
     t_write = time.perf_counter()
-    verifying = None
     record = build_record(ctx, train + test)
+    check = (d.ngram, d.num_perm, d.threshold, d.workers) if d.verify_after_write else None
     try:
-        files = write_sample_files(tmp, train, test)
-        if d.verify_after_write:
-            # The child inherits memo (the filter's MinHash signatures, a pure function of each text)
-            # and re-reads the files itself: it shares nothing else with the filter.
-            verifying = Forked(verify_build, tmp, d.ngram, d.num_perm, d.threshold, d.workers, memo,
-                               name="post-write verification")
-        written = _write_manifest(ctx, tmp, train, test, files, sizes, report, bad, test_keys, record)
-        if verifying is not None:
-            final, ctx.timings["verify"] = verifying.result()
-            if final.conflicts:
-                raise BuildError(f"post-write disjointness check failed: {final.by_kind()} e.g. "
-                                 f"{final.conflicts[0].to_dict()}; nothing was written to {cfg.out}")
+        # The child inherits memo (the filter's MinHash signatures, a pure function of each text) and
+        # re-reads the files itself: it shares nothing else with the filter.
+        with Forked(_write_and_verify, tmp, train, test, check, memo, name="sample files + post-write verification") \
+                as writing:
+            written = _write_manifest(ctx, tmp, train, test, lambda: _written_files(ctx, writing), sizes, report, bad,
+                                      test_keys, record)
         ctx.timings["write+verify"] = time.perf_counter() - t_write
         # Timings are NOT in the manifest: they would break byte-identical rebuilds. They go to
         # build_log.json beside it (not covered by the manifest) and to the log.
@@ -70,10 +65,29 @@ def write_verified_build(ctx: BuildContext, tmp: Path, train: list[Sample], test
     except OSError as e:
         raise BuildError(f"cannot write the build: {e.strerror}", e.filename,
                          "free some space (or quota) there, or choose another out=") from e
-    finally:
-        if verifying is not None:
-            verifying.close()
     return written
+
+
+def _write_and_verify(tmp: Path, train: list[Sample], test: list[Sample], check: tuple | None,
+                      memo: dict) -> tuple[dict[str, str], Any, float, float]:
+    """The sample files (name -> sha256), then, with `check` (ngram, num_perm, threshold, workers), the
+    disjointness report of the files as re-read from disk; and the seconds of each."""
+    t0 = time.perf_counter()
+    files = write_sample_files(tmp, train, test)
+    t1 = time.perf_counter()
+    final = verify_build(tmp, *check, memo) if check is not None else None
+    return files, final, t1 - t0, time.perf_counter() - t1
+
+
+def _written_files(ctx: BuildContext, writing: Forked) -> dict[str, str]:
+    """The sample files' hashes, once the child wrote and re-checked them; a conflict it found stops the build."""
+    (files, final, ctx.timings["write files"], verify_s), _ = writing.result()
+    if final is not None:
+        ctx.timings["verify"] = verify_s
+        if final.conflicts:
+            raise BuildError(f"post-write disjointness check failed: {final.by_kind()} e.g. "
+                             f"{final.conflicts[0].to_dict()}; nothing was written to {ctx.cfg.out}")
+    return files
 
 
 def build_record(ctx: BuildContext, samples: list[Sample]) -> dict:
@@ -101,11 +115,13 @@ def build_record(ctx: BuildContext, samples: list[Sample]) -> dict:
     }
 
 
-def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample], files: dict[str, str],
-                    sizes: dict[str, int], report, bad: set[str], test_keys: set[str], record: dict) -> dict:
+def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: list[Sample],
+                    files: Callable[[], dict[str, str]], sizes: dict[str, int], report, bad: set[str],
+                    test_keys: set[str], record: dict) -> dict:
     """The shortcut audit (which may stop the build), then manifest.json, the card and audit.png.
     Beside the audit, a forked child writes the annotated safety pairs' report (it reads only the
-    samples); beside the manifest and card, another draws audit.png (not in the manifest)."""
+    samples); beside the manifest and card, another draws audit.png (not in the manifest). `files()`
+    gives the sample files' hashes once they are written (and checked)."""
     cfg = ctx.cfg
     with ExitStack() as children:  # a child still running when this fails is ended on the way out
         safety = None
@@ -128,7 +144,7 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
         manifest = _manifest(ctx, train, test, sizes, report, bad, test_keys, audit_result)
         if safety is not None:
             manifest["safety_annotations"], ctx.timings["safety report"] = safety.result()
-        written = write_manifest_files(tmp, manifest, files, train + test,
+        written = write_manifest_files(tmp, manifest, files(), train + test,
                                        extra_files={"README.md": lambda m: dataset_card(m, record)})
         if plotting is not None:
             plotting.result()
