@@ -76,12 +76,13 @@ class WarmPython:
 
     def launcher(self, *envs: dict[str, str]) -> str | None:
         """An executable to run in place of `python`, with a server started (and waited for) for each
-        of `envs` that has none; None where warm runs are off. A run in any other environment is run
-        fresh by the launcher (and listed by `refused`)."""
+        of `envs` that has none; None where warm runs are off or no server for `envs` could start. A
+        run in any other environment is run fresh by the launcher (and listed by `refused`)."""
         if not self.available():
             return None
         with self._lock:
             d = self._directory()
+            served = False
             for env in envs:
                 key = _key(env)
                 server = self._servers.pop(key, None)
@@ -95,9 +96,10 @@ class WarmPython:
                         warnings.warn(f"no warm interpreter for an environment of this test run: {e}", stacklevel=2)
                         continue
                 self._servers[key] = server  # most recently used last
+                served = True
                 while len(self._servers) > self._keep:
                     self._servers.popitem(last=False)[1].close()
-            return str(d / "python")
+            return str(d / "python") if served or not envs else None
 
     def run(self, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         """Like subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout),

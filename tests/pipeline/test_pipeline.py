@@ -8,6 +8,7 @@ that its data/, runs/ and evals/ land there (about 2 minutes on 2 CPU cores; onc
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import shutil
@@ -45,6 +46,14 @@ def _stage_python(env: dict[str, str]) -> str:
     its `env`, and PYTHONUNBUFFERED, as automon.pipeline.proc.base_env makes it. A stage whose
     environment is another one (parallel training sets OMP_NUM_THREADS where the test run has not)
     runs in a fresh interpreter all the same."""
+    stage_env = {**env, "HYDRA_FULL_ERROR": "1", **_smoke_env()}
+    stage_env.setdefault("PYTHONUNBUFFERED", "1")
+    return support.warm_launcher(stage_env)
+
+
+@functools.cache
+def _smoke_env() -> dict[str, str]:
+    """The smoke experiment's `env` (what the pipeline adds to its stages' environment)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -53,9 +62,7 @@ def _stage_python(env: dict[str, str]) -> str:
     register()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         extra = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=smoke"])).env
-    stage_env = {**env, "HYDRA_FULL_ERROR": "1", **{str(k): str(v) for k, v in extra.items()}}
-    stage_env.setdefault("PYTHONUNBUFFERED", "1")
-    return support.warm_launcher(stage_env)
+    return {str(k): str(v) for k, v in extra.items()}
 
 
 def _explain(r: subprocess.CompletedProcess) -> str:
