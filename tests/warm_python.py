@@ -382,6 +382,22 @@ def _client(argv: list[str]) -> None:
     servers')."""
     directory, python, args = Path(argv[0]), argv[1], argv[2:]
     key = _key(dict(os.environ))
+    # Signals are caught from here on: those that come before the run's pid is known are passed on
+    # when it is (else one sent right after the run started would kill the launcher, and so the run).
+    run: list[int] = []
+    pending: list[int] = []
+
+    def forward(signum, frame) -> None:  # noqa: ARG001
+        if not run:
+            pending.append(signum)
+            return
+        try:
+            os.kill(run[0], signum)
+        except OSError:
+            pass
+
+    for sig in _FORWARDED:
+        signal.signal(sig, forward)
 
     def fresh(why: str) -> None:
         try:
@@ -394,6 +410,10 @@ def _client(argv: list[str]) -> None:
                 f.write(f"{' '.join(args)[:200]}: {why}\n")
         except (OSError, ValueError):
             pass
+        for sig in _FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        if pending:  # what a fresh interpreter not yet started would have got
+            os.kill(os.getpid(), pending[0])
         os.execv(python, [python, *args])
 
     why = _not_served(args, os.getcwd())
@@ -413,16 +433,9 @@ def _client(argv: list[str]) -> None:
     if "cold" in reply:
         s.close()
         fresh(reply["cold"])
-    pid = reply["pid"]
-
-    def forward(signum, frame) -> None:  # noqa: ARG001
-        try:
-            os.kill(pid, signum)
-        except OSError:
-            pass
-
-    for sig in _FORWARDED:
-        signal.signal(sig, forward)
+    run.append(reply["pid"])
+    for signum in pending:
+        forward(signum, None)
     msg = s.recv(_MAX_MSG)
     if not msg:
         print("[warm_python: the server ended before the run did]", file=sys.stderr)
