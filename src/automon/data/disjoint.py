@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from automon.data.forked import Forked
 from automon.schema import Sample, read_samples
 
 # v2: the request alone is checked too (exact after normalisation, and near duplicates), so a
@@ -255,8 +256,6 @@ def find_conflicts(train: Sequence[Sample], test: Sequence[Sample], ngram: int =
     params["scheme"] = _minhash_scheme()
     memo = {} if memo is None else memo
     if workers > 1 and len(train) >= _SPLIT_AT:
-        from automon.data.forked import Forked  # the build's fork helper (Linux), only for a large set
-
         half = len(train) // 2
         with Forked(_conflicts_and_memo, train[half:], test, ngram, num_perm, threshold, workers, memo,
                     name="disjointness (second half)") as child:

@@ -15,14 +15,14 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from automon.data.audit import audit, exceed_message
 from automon.data.audit import plot as plot_audit
 from automon.data.card import dataset_card
 from automon.data.check import BuildError
 from automon.data.context import BuildContext
-from automon.data.disjoint import verify_build
+from automon.data.disjoint import ConflictReport, verify_build
 from automon.data.forked import Forked
 from automon.data.identity import BUILD_VERSION, config_identity, machine_config, source_identity
 from automon.data.io import write_manifest_files, write_sample_files
@@ -69,7 +69,7 @@ def write_verified_build(ctx: BuildContext, tmp: Path, train: list[Sample], test
 
 
 def _write_and_verify(tmp: Path, train: list[Sample], test: list[Sample], check: tuple | None,
-                      memo: dict) -> tuple[dict[str, str], Any, float, float]:
+                      memo: dict) -> tuple[dict[str, str], ConflictReport | None, float, float]:
     """The sample files (name -> sha256), then, with `check` (ngram, num_perm, threshold, workers), the
     disjointness report of the files as re-read from disk; and the seconds of each."""
     t0 = time.perf_counter()
