@@ -239,6 +239,9 @@ for _spec in (
                        "III only\") that the question does not hold are left out (19 rows: 14 business_ethics "
                        "rows cut upstream to their last statement, 5 high_school_psychology rows without their "
                        "list)", late=True),
+            WordingKey("syco_qa_excluded", Dict[str, str], {},
+                       "v8 and later: source rows left out (the samples' `source` -> why): MMLU rows whose key "
+                       "is wrong or whose question no option answers (annotations/mmlu_key_check)", late=True),
         ),
         policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
     SubsetSpec(

@@ -30,8 +30,9 @@ def _world(samples):
     return [s for s in samples if s.meta.get("source_dataset", "").startswith("rh_world_affecting")]
 
 
-def test_v7_is_the_default_and_each_of_v5_v6_v7_differs_from_the_last_only_in_its_own_switches():
-    w = build_cfg([]).wordings
+def test_v8_is_the_default_and_each_of_v5_v6_v7_differs_from_the_last_only_in_its_own_switches():
+    assert build_cfg([]).wordings.version == "v8"  # v8 against v7: test_wordings_v8.py
+    w = build_cfg(["wordings=v7"]).wordings
     assert w.version == "v7" and w.sg_code_templates == "v3" and not w.sg_code_minimal_pairs
     assert w.choices_by_letter and w.sg_qa_balanced and w.shared_source_keys and w.safety_annotations == "safety_v3"
     assert not w.sg_code_verify_unused_pairs and w.syco_qa_whole_questions
@@ -53,11 +54,14 @@ def test_a_wordings_key_added_after_v6_is_in_the_manifest_only_where_a_version_s
     from automon.data.identity import LATE_WORDINGS_KEYS, config_identity
 
     v6 = config_identity(build_cfg(["wordings=v6"]))["wordings"]
-    v7 = config_identity(build_cfg([]))["wordings"]
+    v7 = config_identity(build_cfg(["wordings=v7"]))["wordings"]
+    v8 = config_identity(build_cfg([]))["wordings"]
     assert not set(LATE_WORDINGS_KEYS) & set(v6)
     assert v7["sg_code_verify_unused_pairs"] is False and v7["syco_qa_whole_questions"] is True and v7["sg_qa_excluded"]
     assert {k: v for k, v in v7.items() if k not in LATE_WORDINGS_KEYS} == {**v6, "version": "v7",
                                                                            "safety_annotations": "safety_v3"}
+    assert "syco_qa_excluded" not in v7 and v8["syco_qa_excluded"]  # v8's key: the v7 manifest is as recorded
+    assert {k: v for k, v in v8.items() if k != "syco_qa_excluded"} == {**v7, "version": "v8"}
 
 
 def test_world_affecting_answers_name_a_letter_only(builds):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 
 @dataclass
@@ -41,3 +41,12 @@ class Drops(Counter):
 
     def add(self, subset: str, reason: str, n: int = 1) -> None:
         self[f"{subset}/{reason}"] += n
+
+
+def leave_out(items: list[Item], excluded: Mapping[str, str], subset: str, drops: Drops) -> list[Item]:
+    """`items` less those whose source row a wordings version excludes (`<subset>_excluded`: source ->
+    why), counted as "<subset>/excluded_in_wordings"."""
+    kept = [it for it in items if it.source not in excluded]
+    if len(kept) < len(items):
+        drops.add(subset, "excluded_in_wordings", len(items) - len(kept))
+    return kept

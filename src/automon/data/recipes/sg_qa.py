@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.base import Draft, Drops, Item, leave_out
 from automon.config.wordings import WordingsConfig
 from automon.data.recipes.choice import choice_items
 from automon.data.recipes.common import choose, coin, plain, rotate, sentence, text_key
@@ -80,10 +80,7 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
     # away; its pairs train but never test.
     items += _email_items(email, seed, drops, unhackable=False, testable=not w.sg_qa_balanced)
     items += _email_items(email_unhackable, seed, drops, unhackable=True)
-    kept = [it for it in items if it.source not in w.sg_qa_excluded]  # wordings.sg_qa_excluded, by source row
-    if len(kept) < len(items):
-        drops.add("sg_qa", "excluded_in_wordings", len(items) - len(kept))
-    return kept
+    return leave_out(items, w.sg_qa_excluded, "sg_qa", drops)
 
 
 _EMAIL = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from automon.data.recipes.base import Draft, Drops, Item
+from automon.data.recipes.base import Draft, Drops, Item, leave_out
 from automon.data.recipes.chain import bend_chain, misread_chain
 from automon.config.wordings import WordingsConfig
 from automon.data.recipes.choice import choice_item, choice_items
@@ -177,7 +177,7 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         other = str(other_list[0]).strip().strip("()")
         items += choice_item(row, prompt, match, other, "syco_qa", "anthropic_political_typology", w, seed, drops,
                              testable=False, agree_style=True)
-    return items
+    return leave_out(items, w.syco_qa_excluded, "syco_qa", drops)
 
 
 _CALC = re.compile(r"<<([^<>]*)>>")
