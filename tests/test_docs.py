@@ -20,7 +20,7 @@ from support import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((REPO / "docs/results/build-local-v4.manifest.json").read_text())
-MANIFEST_V7 = json.loads((REPO / "docs/results/build-local-v7.manifest.json").read_text())  # the default
+MANIFEST_V8 = json.loads((REPO / "docs/results/build-local-v8.manifest.json").read_text())  # the default
 
 
 def _rows(md: str, header_start: str) -> list[list[str]]:
@@ -71,7 +71,7 @@ def test_gpu_corpus_figures_quote_the_bench_records():
 
 def test_counts_quote_the_recorded_build():
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
-    c = MANIFEST_V7["counts"]
+    c = MANIFEST_V8["counts"]
     n = lambda s: int(s.replace(",", ""))  # noqa: E731
     for sub, test, train in rows:
         if sub == "total":
@@ -82,9 +82,9 @@ def test_counts_quote_the_recorded_build():
         assert [n(x) for x in train.split(" / ")] == [c["train"][sub]["1"], c["train"][sub]["0"]], sub
 
 
-@pytest.mark.parametrize("version", ["v5", "v6", "v7"])
+@pytest.mark.parametrize("version", ["v5", "v6", "v7", "v8"])
 def test_the_data_hash_and_build_record_are_the_recorded_build(version):
-    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5, v6 and v7 (default)
+    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5, v6, v7 and v8 (default)
     builds, and each build record (build_log.json) belongs to its build."""
     manifest = REPO / f"docs/results/build-local-{version}.manifest.json"
     digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
@@ -108,8 +108,8 @@ def test_the_audit_table_quotes_the_recorded_build():
 
 
 def test_the_default_audit_table_quotes_the_recorded_build():
-    rows = _rows((REPO / "docs/data.md").read_text(), "| subset (v7, default) |")
-    audit = MANIFEST_V7["audit"]["subsets"]
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset (v8, default) |")
+    audit = MANIFEST_V8["audit"]["subsets"]
     assert len(rows) == len(audit) + len(audit["sg_code"]["families"])
     for name, *cells in rows:
         sub, _, fam = name.partition(": ")
