@@ -8,11 +8,10 @@ import json
 import logging
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from support import REPO, make_build, one_error_line, rewrite_split, run_sft, tiny_overrides
+from support import REPO, make_build, one_error_line, rewrite_split, run_script, run_sft, tiny_overrides
 from automon.adapter_meta import check_adapter_files
 from automon.data.io import BuildChanged, BuildNotFound, load_build, write_build
 from automon.stage_status import Currency
@@ -334,7 +333,8 @@ def test_disk_full_during_training_isone_error_line(tmp_path, build):
             "cb.MetricsCallback.on_log = full\n"
             f"sys.argv = [{str(REPO / 'train' / 'sft.py')!r}, *sys.argv[1:]]\n"
             "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    r = subprocess.run([sys.executable, "-c", code, *_ov(build, tmp_path / "r")], cwd=REPO, capture_output=True,
-                       text=True, timeout=600)
+    script = tmp_path / "sft_on_a_full_disk.py"  # a script, not `python -c`: run_script runs it warm
+    script.write_text(code)
+    r = run_script(script, *_ov(build, tmp_path / "r"))
     one_error_line(r, "cannot write the run: no space left on device", "metrics.jsonl", "free some space",
                     "resumes")
