@@ -286,8 +286,15 @@ def one_error_line(r: subprocess.CompletedProcess, *needles: str) -> str:
     return errors[0]
 
 
-def sft_cmd(*overrides: str) -> list[str]:
-    return [sys.executable, str(SFT), *overrides]
+def sft_popen(*overrides: str, **popen) -> subprocess.Popen:
+    """`python train/sft.py <overrides>` started in REPO with this process's environment, for the tests
+    that signal a run: `python` is the warm launcher (tests/warm_python.py), which passes the signals
+    it gets on to the run and exits with the run's status (or dies of its signal); sys.executable where
+    warm runs are off. The environment is passed as os.environ holds it: the C environment a child
+    inherits by default also holds the COLUMNS and LINES that importing readline sets, which no
+    server's environment has (the run would go to a fresh interpreter)."""
+    env = dict(os.environ)
+    return subprocess.Popen([warm_launcher(env), str(SFT), *overrides], cwd=REPO, env=env, **popen)
 
 
 _WARM = WarmPython()

@@ -7,12 +7,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import REPO, run_sft, sft_cmd, tiny_overrides
+from support import run_sft, sft_popen, tiny_overrides
 
 from automon.adapter_meta import AdapterMeta
 from automon.data.io import load_build
@@ -118,8 +117,7 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_matches_the_uninterrupte
     (seed, epoch), RNG states restored from the checkpoint, deterministic kernels), so the test is exact."""
     ref = uninterrupted
     run = tmp_path / "B"
-    p = subprocess.Popen(sft_cmd(*_overrides(small_build, run)), cwd=REPO, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+    p = sft_popen(*_overrides(small_build, run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = []
     for line in p.stdout:
         log.append(line)
