@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from support import HOLDOUT, REPO, compose, cpu_overrides, holdout_env, make_adapter, make_build, run_holdout
+from support import (HOLDOUT, REPO, compose, cpu_overrides, holdout_env, make_adapter, make_build, run_holdout,
+                     warm_launcher)
 from automon.evaluation import AdapterMismatch, EvalError, evaluate
 from automon.backends.cache import PredictionCache
 from automon.evaluation.fewshot import select_shots
@@ -38,8 +38,11 @@ def adapter(tmp_path_factory):
 
 
 def _popen(*args):
-    return subprocess.Popen([sys.executable, str(HOLDOUT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=holdout_env(), cwd=REPO)
+    """eval/holdout.py started as run_holdout runs it (warm, where a launcher is to be had: it dies of the
+    SIGKILL it gets, and the run with it), for a test that kills it."""
+    env = holdout_env()
+    return subprocess.Popen([warm_launcher(env), str(HOLDOUT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=REPO)
 
 
 class Counting:
