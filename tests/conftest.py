@@ -7,6 +7,7 @@ tests/test_<module>.py tests src/automon/<module>.py.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -82,6 +83,12 @@ def fake_openai():
     finally:
         server.close()
 
+
+# A shell starts a background job (`pytest ... &` in a script) with SIGINT ignored, and an ignored signal
+# stays ignored across exec: every run a test starts would then shrug off the Ctrl-C the tests send it.
+# Python leaves SIGINT ignored where it found it so; the suite restores what a terminal gives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Under pytest-xdist (`make test` runs `pytest -n auto --dist loadfile`): one OpenMP / BLAS thread per
 # worker and per process it starts (a training run, a stage), so that two workers on two cores do
