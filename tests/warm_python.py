@@ -25,7 +25,7 @@ the launcher itself, and noted with why (WarmPython.refused): a launcher is alwa
 only sometimes a faster one.
 
 The libraries read some variables when imported (HF_HUB_OFFLINE, ...), so a server takes only runs
-whose environment is its own (PYTEST_CURRENT_TEST apart). AUTOMON_TEST_COLD=1 runs every one fresh.
+whose environment is its own (but for what _NOT_KEYED lists). AUTOMON_TEST_COLD=1 runs every one fresh.
 Linux (fork, SCM_RIGHTS) only, like the sandbox; elsewhere every run is a fresh interpreter.
 
 Run as `python warm_python.py DIRECTORY`, this file is a server (stdlib imports only, then PRELOAD); it
@@ -179,10 +179,19 @@ class _Server:
             self.proc.wait()
 
 
+# Not part of a server's key (the run gets its whole environment all the same): pytest's per-test
+# bookkeeping, and what importing torch / transformers sets in os.environ itself, so that a test process
+# that asks for a run after those imports finds the server it started before them (a second server
+# would cost another preload, ~6 s of CPU). Those three are read once the preloaded modules are loaded
+# in any case: the OpenMP ones when the runtime starts (in the server, as in a fresh interpreter that
+# imports the same modules), the inductor cache directory when a run compiles (from the run's own
+# environment).
+_NOT_KEYED = ("PYTEST_CURRENT_TEST", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK", "TORCHINDUCTOR_CACHE_DIR")
+
+
 def _key(env: dict[str, str]) -> str:
-    """The environment as the preloaded imports would see it: all of it but pytest's own per-test
-    bookkeeping (the run gets its whole environment all the same)."""
-    return json.dumps({k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}, sort_keys=True)
+    """The environment as the preloaded imports would see it (all of it but _NOT_KEYED)."""
+    return json.dumps({k: v for k, v in env.items() if k not in _NOT_KEYED}, sort_keys=True)
 
 
 def _name(key: str) -> str:
