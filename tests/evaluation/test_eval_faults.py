@@ -364,7 +364,7 @@ def test_cache_rows_that_are_not_predictions_are_recomputed(tmp_path, build, cap
     """A cached p_yes of 7.5 was used (a 'yes'); "abc" or a row that is a list crashed."""
     out = tmp_path / "o"
     ov = cpu_overrides(build, out, *TINY)
-    first = evaluate(compose(ov))
+    evaluate(compose(ov))  # fills the cache
     (f,) = (out / "cache").glob("*.jsonl")
     lines = f.read_text().splitlines()
     rows = [json.loads(x) for x in lines[1:]]

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from support import REPO, synthetic_samples
+from support import synthetic_samples
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item

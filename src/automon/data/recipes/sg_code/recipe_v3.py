@@ -61,7 +61,6 @@ def plan(tasks: list[Task], seed: int, verifier: Verifier, drops: Drops) -> dict
         if t.key in runs:
             ok, stdout = verifier[runs[t.key]]
             others = other_cases(t, candidates[t.key], stdout, quote_of(t)) if ok else []
-        asserts = [v.text for v in t.visible]
         queued[t.key] = []
         for family in rotate(list(FAMILIES), len(FAMILIES), seed, t.key, "v3", "family"):
             tw = twins(t, family, seed, mutants.get(t.key), others)
