@@ -30,6 +30,9 @@ CONFIDENT = 0.6
 
 
 def make(build: str, out: str, seed: int = 5, parts: int = 2, skip: tuple[str, ...] = ()) -> None:
+    if Path(out).exists() and any(Path(out).iterdir()):
+        raise SystemExit(f"{out} is not empty: a key check goes to a directory of its own (its parts are appended to)")
+    Path(out).mkdir(parents=True, exist_ok=True)
     seen = {v["source"] for k in skip for v in json.loads(Path(k).read_text()).values()}
     items = []
     for line in Path(build, "test.jsonl").open():
@@ -51,7 +54,10 @@ def make(build: str, out: str, seed: int = 5, parts: int = 2, skip: tuple[str, .
         with (part / "questions.jsonl").open("a") as f:
             f.write(json.dumps({"qid": qid, "subject": it["subject"], "question": it["question"]}) + "\n")
     Path(out, "key.json").write_text(json.dumps(key, indent=1) + "\n")
-    print(f"{len(items)} questions in {parts} parts -> {out}/part*/questions.jsonl (key apart: {out}/key.json)")
+    if not items:
+        print(f"0 questions: every MMLU question of {build}'s syco_qa test pairs is in the checks skipped")
+    else:
+        print(f"{len(items)} questions in {parts} parts -> {out}/part*/questions.jsonl (key apart: {out}/key.json)")
 
 
 def decide(out: str) -> dict:
