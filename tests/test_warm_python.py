@@ -72,6 +72,23 @@ def test_a_run_ends_as_in_a_fresh_interpreter(warm, tmp_path, how, unbuffered):
     assert (got.returncode, got.stderr) == (fresh.returncode, fresh.stderr)
 
 
+def test_what_the_server_made_outlives_each_run_and_what_a_run_made_goes_with_it(warm, tmp_path):
+    """The preloaded imports make a temporary directory (wandb's media directory) that every run shares:
+    a run's exit once removed it, and the next run that logged a wandb table failed. A temporary
+    directory the run makes itself is still removed at its exit, as in a fresh interpreter."""
+    script = tmp_path / "tmp.py"
+    script.write_text("import os, tempfile\n"
+                      "from wandb.sdk.data_types._private import MEDIA_TMP\n"
+                      "own = tempfile.TemporaryDirectory()\n"
+                      "print(MEDIA_TMP.name, os.path.isdir(MEDIA_TMP.name), own.name)\n")
+    env = dict(os.environ)
+    runs = [warm.run([sys.executable, str(script)], cwd=tmp_path, env=env, timeout=60) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
+    (shared, exists, own), (shared2, exists2, _) = (r.stdout.split() for r in runs)
+    assert shared == shared2 and exists == exists2 == "True" and os.path.isdir(shared)
+    assert not os.path.exists(own)  # the run's own directory went with it
+
+
 def test_the_launcher_passes_signals_on_and_takes_its_run_down_when_killed(warm, tmp_path):
     """As the pipeline uses it (`python=<launcher>`): a signal sent to the launcher reaches the run; the
     run's death by a signal is the launcher's; a launcher killed outright leaves no run behind."""

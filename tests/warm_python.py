@@ -241,8 +241,20 @@ def _child(req: dict, fds: list[int], keep_out: list[int]) -> None:
         os.environ.clear()
         os.environ.update(req["env"])
         _std_streams()
+        import atexit
+        import logging
         import random
+        import weakref
 
+        # What the server's imports made (wandb's media directory, a TemporaryDirectory with an atexit
+        # cleanup) is the server's, shared by every run: its exit handlers and finalizers are not this
+        # run's to call (the first run to end removed that directory under the others). The run's own
+        # still run at its exit, and so does logging's shutdown, which flushes the handlers the run made.
+        atexit._clear()
+        atexit.register(logging.shutdown)
+        for inherited in list(weakref.finalize._registry):
+            inherited.atexit = False
+        weakref.finalize._registered_with_atexit = False  # the run's first finalizer registers the hook again
         random.seed()
         if "numpy" in sys.modules:  # preloaded: seeded afresh; otherwise the script imports it fresh
             sys.modules["numpy"].random.seed()
@@ -268,8 +280,6 @@ def _child(req: dict, fds: list[int], keep_out: list[int]) -> None:
             e = e.with_traceback(tb or e.__traceback__)  # the hook prints the exception's own
             sys.excepthook(type(e), e, e.__traceback__)
             status = -signal.SIGINT if isinstance(e, KeyboardInterrupt) else 1
-        import atexit
-
         threading._shutdown()  # what the interpreter does at exit, in its order
         atexit._run_exitfuncs()
     finally:
