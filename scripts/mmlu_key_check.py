@@ -47,7 +47,7 @@ def make(build: str, out: str, seed: int = 5, parts: int = 2, skip: tuple[str, .
     random.Random(seed).shuffle(items)
     key = {}
     for i, it in enumerate(items):
-        qid = f"q{i:03d}" if not skip else f"s{seed}q{i:03d}"
+        qid = f"q{i:03d}" if not skip else f"s{seed}q{i:03d}"  # a later round's qids never repeat round 1's
         key[qid] = {k: it[k] for k in ("source", "subject", "key", "cued")}
         part = Path(out, f"part{i % parts + 1}")
         part.mkdir(parents=True, exist_ok=True)

@@ -286,15 +286,15 @@ def one_error_line(r: subprocess.CompletedProcess, *needles: str) -> str:
     return errors[0]
 
 
-def sft_popen(*overrides: str, **popen) -> subprocess.Popen:
-    """`python train/sft.py <overrides>` started in REPO with this process's environment, for the tests
-    that signal a run: `python` is the warm launcher (tests/warm_python.py), which passes the signals
+def start_script(script: str | Path, *args: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    """`python <script> <args>` started in REPO (Popen, `popen` its other arguments), for the tests that
+    signal or kill a run: `python` is the warm launcher (tests/warm_python.py), which passes the signals
     it gets on to the run and exits with the run's status (or dies of its signal); sys.executable where
-    warm runs are off. The environment is passed as os.environ holds it: the C environment a child
-    inherits by default also holds the COLUMNS and LINES that importing readline sets, which no
-    server's environment has (the run would go to a fresh interpreter)."""
-    env = dict(os.environ)
-    return subprocess.Popen([warm_launcher(env), str(SFT), *overrides], cwd=REPO, env=env, **popen)
+    warm runs are off. `env` replaces the environment; by default it is os.environ as it holds it, not
+    the C environment a child inherits, which also holds the COLUMNS and LINES that importing readline
+    sets and no server's environment has (the run would go to a fresh interpreter)."""
+    env = dict(os.environ) if env is None else env
+    return subprocess.Popen([warm_launcher(env), str(script), *args], cwd=REPO, env=env, **popen)
 
 
 _WARM = WarmPython()

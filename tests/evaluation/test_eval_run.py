@@ -11,7 +11,7 @@ import time
 import pytest
 
 from support import (HOLDOUT, REPO, compose, cpu_overrides, holdout_env, make_adapter, make_build, run_holdout,
-                     warm_launcher)
+                     start_script)
 from automon.evaluation import AdapterMismatch, EvalError, evaluate
 from automon.backends.cache import PredictionCache
 from automon.evaluation.fewshot import select_shots
@@ -40,9 +40,7 @@ def adapter(tmp_path_factory):
 def _popen(*args):
     """eval/holdout.py started as run_holdout runs it (warm, where a launcher is to be had: it dies of the
     SIGKILL it gets, and the run with it), for a test that kills it."""
-    env = holdout_env()
-    return subprocess.Popen([warm_launcher(env), str(HOLDOUT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=REPO)
+    return start_script(HOLDOUT, *args, env=holdout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 class Counting:

