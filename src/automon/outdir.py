@@ -7,6 +7,7 @@ them imports another for it.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -31,7 +32,7 @@ def resolved(path: str | os.PathLike, key: str) -> Path:
 def make_dirs(path: Path) -> list[Path]:
     """mkdir -p that returns the directories it created (outermost first). Safe against a concurrent
     mkdir of the same directories (another stage creating the same parent): only what this call
-    created is returned."""
+    created is returned. On an error, what it had created is removed again."""
     missing = []
     p = path
     while not p.exists():
@@ -39,15 +40,21 @@ def make_dirs(path: Path) -> list[Path]:
             os.stat(p)  # raises the OSError (ELOOP, ENOENT) that names it
         missing.append(p)
         p = p.parent
-    created = []
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=0o777)
-        except FileExistsError:
-            if not d.is_dir():
-                raise
-            continue  # another process made it meanwhile: not ours to remove again
-        created.append(d)
+    created: list[Path] = []
+    try:
+        for d in reversed(missing):
+            try:
+                d.mkdir(mode=0o777)
+            except FileExistsError:
+                if not d.is_dir():
+                    if not os.path.lexists(d):  # another process made it and removed it again meanwhile
+                        raise FileNotFoundError(errno.ENOENT, "made and removed again meanwhile", str(d)) from None
+                    raise
+                continue  # another process made it meanwhile: not ours to remove again
+            created.append(d)
+    except OSError:
+        remove_dirs(created)  # a failure half-way leaves nothing of ours behind
+        raise
     return created
 
 
@@ -57,7 +64,8 @@ def ensure_writable_dir(path: str | os.PathLike, key: str) -> Path:
     d = Path(path)
     resolved(d, key)
     fix = f"set {key}= to a directory you can write in"
-    for attempt in range(5):
+    attempts = 50  # each lost race means another check finished meanwhile: they end, so do the retries
+    for attempt in range(attempts):
         created: list[Path] = []
         try:
             created = make_dirs(d)
@@ -66,7 +74,7 @@ def ensure_writable_dir(path: str | os.PathLike, key: str) -> Path:
             os.unlink(probe)
             return d
         except FileNotFoundError as e:  # a concurrent check removed a parent it had made: try again
-            if attempt == 4:
+            if attempt == attempts - 1:
                 raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None
         except OSError as e:
             raise OutDirError(f"cannot write in {key}={d}: {e.strerror}", e.filename or str(d), fix) from None

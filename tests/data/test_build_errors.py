@@ -463,3 +463,24 @@ def test_sigterm_cleans_up_at_once(synth, tmp_path):
         proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-2000:]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_parent_made_and_removed_again_by_another_check_is_retried(tmp_path, monkeypatch):
+    """mkdir's EEXIST for a directory another check had made and already removed again: is_dir() is
+    False then, and the check failed with "File exists" (CI: 1 of 400 concurrent calls)."""
+    from pathlib import Path
+
+    from automon.data.io import ensure_writable_dir
+
+    target = tmp_path / "p" / "runs"
+    real_mkdir, raced = Path.mkdir, []
+
+    def mkdir(self, *a, **kw):
+        if self == target and not raced:  # the other check made it, and removed it again, just now
+            raced.append(self)
+            raise FileExistsError(17, "File exists", str(self))
+        return real_mkdir(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    assert ensure_writable_dir(target / "r1", "output_dir") == target / "r1"
+    assert raced and not (tmp_path / "p").exists()

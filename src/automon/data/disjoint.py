@@ -8,6 +8,7 @@ build's in-memory state, so a bug in the filter cannot hide behind itself.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import zlib
 from concurrent.futures import ProcessPoolExecutor
@@ -17,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from automon.data.forked import Forked
+from automon.data.forked import Forked, die_with_parent
 from automon.schema import Sample, read_samples
 
 # v2: the request alone is checked too (exact after normalisation, and near duplicates), so a
@@ -118,7 +119,7 @@ def minhash_signatures(texts: Sequence[str], n: int, num_perm: int, workers: int
     todo = sorted({k: i for i, k in enumerate(keys) if k not in memo}.values())
     jobs = [([texts[i] for i in todo[j:j + chunk]], n, num_perm) for j in range(0, len(todo), chunk)]
     if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
+        with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
             parts = list(ex.map(_minhash_chunk, jobs))
     else:
         parts = [_minhash_chunk(j) for j in jobs]

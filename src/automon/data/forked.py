@@ -9,9 +9,13 @@ but the arguments; only the result is pickled. Linux (fork) only, like the sandb
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import time
 import traceback
 from typing import Any, Callable
+
+from automon.sandbox import confine
 
 
 class Forked:
@@ -24,7 +28,7 @@ class Forked:
         self.name = name
         self._conn, child_end = ctx.Pipe(duplex=False)
         # Not a daemon: a daemonic process may not start processes (the sandbox, a MinHash pool).
-        self._proc = ctx.Process(target=_run, args=(child_end, fn, args), name=name)
+        self._proc = ctx.Process(target=_run, args=(child_end, os.getpid(), fn, args), name=name)
         self._proc.start()
         child_end.close()
 
@@ -56,7 +60,17 @@ class Forked:
         self.close()
 
 
-def _run(conn, fn: Callable[..., Any], args: tuple) -> None:
+def die_with_parent(parent: int) -> None:
+    """In a forked child: be killed when `parent` dies (or leave now if it already has). A child that
+    outlived a SIGKILLed build would go on writing in the build's temp dir and hold its lock (a fork
+    inherits it), so a rerun found "another build is writing" and stopped."""
+    confine.prctl(confine.PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent:  # it died before the prctl: no signal will come
+        os._exit(1)
+
+
+def _run(conn, parent: int, fn: Callable[..., Any], args: tuple) -> None:
+    die_with_parent(parent)
     t0 = time.perf_counter()
     try:
         out = (True, fn(*args))

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,15 +80,25 @@ def _lock(d: Path) -> int:
     return fd
 
 
+# How long a held lock may take to be let go before its writer counts as running. A SIGKILLed
+# build's forked children hold its lock too (a fork inherits it) and die a moment after it does
+# (PR_SET_PDEATHSIG): a rerun at once must not take them for a live build.
+LEFTOVER_GRACE_S = 2.0
+
+
 def lock_leftover(d: Path, busy: UserError) -> int | None:
     """Lock temp dir `d` left beside an output: its fd, or None when it vanished meanwhile; raises
-    `busy` when a live process holds it (its writer is still running)."""
-    try:
-        return _lock(d)
-    except BlockingIOError:
-        raise busy from None
-    except FileNotFoundError:
-        return None
+    `busy` when a live process still holds it after LEFTOVER_GRACE_S (its writer is running)."""
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while True:
+        try:
+            return _lock(d)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise busy from None
+            time.sleep(0.02)
+        except FileNotFoundError:
+            return None
 
 
 def clean_leftovers(out: Path) -> list[Path]:
