@@ -307,7 +307,7 @@ def run_corpus(args, model_dir: Path, model: str, trainers: list[str], cuda: boo
     for trainer in trainers:
         for packed in (True, False):
             mode = "packed" if packed else "unpacked"
-            cmd = [sys.executable, __file__, "--corpus-worker", trainer, mode, "--corpus", str(record),
+            cmd = [args.python, __file__, "--corpus-worker", trainer, mode, "--corpus", str(record),
                    "--model-dir", str(model_dir), "--warmup", str(args.warmup), "--steps", str(args.steps),
                    "--lora-r", str(args.lora_r), "--tokens-per-step", str(budget), "--max-len", str(max_len)]
             if args.no_grad_ckpt:
@@ -400,6 +400,8 @@ def main() -> int:
     ap.add_argument("--tokens-per-step", type=int, default=None,
                     help="--corpus: pack budget (default: the record's max_seq_length)")
     ap.add_argument("--max-len", type=int, default=None, help="--corpus: max_seq_length (default: the record's)")
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter each cell runs in, a fresh process per cell (default: this one)")
     ap.add_argument("--worker", nargs=2, metavar=("TRAINER", "SEQ_LEN"), help=argparse.SUPPRESS)
     ap.add_argument("--corpus-worker", nargs=2, metavar=("TRAINER", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -446,24 +448,13 @@ def main() -> int:
     results = []
     for trainer in trainers:
         for L in lengths:
-            cmd = [sys.executable, __file__, "--worker", trainer, str(L), "--model-dir", str(model_dir),
+            cmd = [args.python, __file__, "--worker", trainer, str(L), "--model-dir", str(model_dir),
                    "--warmup", str(args.warmup), "--steps", str(args.steps), "--lora-r", str(args.lora_r),
                    "--batch-size", str(args.batch_size)]
             if args.no_grad_ckpt:
                 cmd.append("--no-grad-ckpt")
             print(f"[{trainer} {L}] ...", file=sys.stderr, flush=True)
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=REPO)
-                lines = [x for x in p.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
-                if p.returncode == 0 and lines:
-                    rec = json.loads(lines[-1][len("BENCH_RESULT "):])
-                else:
-                    err = p.stderr.strip().splitlines()
-                    oom = "out of memory" in p.stderr.lower()
-                    rec = {"trainer": trainer, "seq_len": L, "status": "oom" if oom else "error",
-                           "error": "\n".join(err[-15:])}
-            except subprocess.TimeoutExpired:
-                rec = {"trainer": trainer, "seq_len": L, "status": "timeout", "error": f">{args.timeout} s"}
+            rec = _run_cell(cmd, {"trainer": trainer, "seq_len": L}, args.timeout)
             results.append(rec)
             if rec["status"] == "ok":
                 mem = rec.get("peak_mem_allocated_gib")

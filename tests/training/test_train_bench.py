@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
-from support import REPO, has_cuda, run_script
+from support import REPO, has_cuda, run_script, warm_launcher
 
 BENCH = REPO / "bench" / "bench_train_gpu.py"
 sys.path.insert(0, str(REPO / "bench"))
@@ -31,7 +32,8 @@ def test_skips_with_a_clear_message_without_cuda(tmp_path):
 def test_tiny_plumbing_on_cpu(tmp_path, tiny_model_path):
     out = tmp_path / "bench.json"
     r = run_script(BENCH, "--tiny", "--allow-cpu", "--trainers", "peft", "--lengths", "64", "--warmup", "1",
-                   "--steps", "2", "--out", str(out), "--model-dir", str(tiny_model_path), timeout=300)
+                   "--steps", "2", "--out", str(out), "--model-dir", str(tiny_model_path),
+                   "--python", warm_launcher(dict(os.environ)), timeout=300)  # its cell warm too
     assert r.returncode == 0, r.stderr[-3000:]
     rep = json.loads(out.read_text())
     (rec,) = rep["results"]
