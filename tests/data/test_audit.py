@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 
-from support import REPO, build_cfg, make_build
+from support import REPO, build_cfg, make_build, run_script
 from automon.config.build import AuditConfig
 from automon.data.audit import audit, card_section, shortcut_notes
 from automon.data.build import BuildError, run_build
@@ -93,14 +91,14 @@ def test_the_ceiling_fails_or_warns_the_build(tmp_path):
 def test_audit_cli_reports_on_an_existing_build_without_touching_it(tmp_path):
     build = make_build(tmp_path / "b", pairs_per_subset=6, train_per_subset=20)
     before = (build / "manifest.json").read_bytes()
-    cmd = [sys.executable, str(REPO / "data_build" / "audit.py"), f"build={build}", f"out={tmp_path / 'a'}"]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=300)
+    cmd = [f"build={build}", f"out={tmp_path / 'a'}"]
+    p = run_script(REPO / "data_build" / "audit.py", *cmd, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads((tmp_path / "a" / "audit.json").read_text())
     assert set(res["subsets"]) == set(SUBSETS) and "| sg_code |" in p.stdout
     assert (build / "manifest.json").read_bytes() == before
     # the synthetic texts carry their label in fixed words: every subset exceeds, and fail exits 2
-    p = subprocess.run(cmd + ["audit.on_exceed=fail"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    p = run_script(REPO / "data_build" / "audit.py", *cmd, "audit.on_exceed=fail", timeout=300)
     assert p.returncode == 2 and "can be told apart from the response alone" in p.stderr
 
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
-from support import REPO, has_cuda
+from support import REPO, has_cuda, run_script
 
 
 def _bench(name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "bench" / name), *args], capture_output=True, text=True,
-                          timeout=300, cwd=REPO)
+    return run_script(REPO / "bench" / name, *args, timeout=300)
 
 
 def test_the_cpu_eval_bench_runs_and_accounts_for_its_time(tmp_path):
