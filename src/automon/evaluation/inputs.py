@@ -8,7 +8,6 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, MutableMapping, Sequence
 
@@ -21,7 +20,7 @@ from automon.evaluation.monitors import sweep_runs, training_build_notes
 from automon.evaluation.publish import refuse_foreign_output
 from automon.evaluation.requests import render_all
 from automon.evaluation.robustness import stressed_sets
-from automon.models.loading import load_tokenizer
+from automon.models.loading import shared_tokenizer
 from automon.monitors import Monitor, Rendered
 from automon.ood.reference import reference_split
 from automon.schema import Sample
@@ -58,12 +57,6 @@ class Inputs:
                 if s.id in self.reference_items]
 
 
-@lru_cache(maxsize=4)
-def _tokenizer(pretrained: str, revision: str | None) -> Any:
-    """The model's tokenizer, loaded once per process (several evaluations in one process reuse it)."""
-    from types import SimpleNamespace
-
-    return load_tokenizer(SimpleNamespace(pretrained=pretrained, revision=revision))
 
 
 def pick_test_samples(samples: Sequence[Sample], subsets: Sequence[str], max_pairs: int | None) -> list[Sample]:
@@ -107,7 +100,7 @@ def prepare_inputs(c: HoldoutConfig, monitors: Sequence[Monitor], tm: MutableMap
     tokenizer = None
     if c.backend.local_model:
         t0 = time.perf_counter()
-        tokenizer = _tokenizer(c.model.pretrained, c.model.revision)
+        tokenizer = shared_tokenizer(c.model)  # once per process: several evaluations in one reuse it
         tm["load_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     shots = select_shots(build.samples("train"), c.shots, c.shots_seed, c.shots_max_chars, test) if c.shots else []

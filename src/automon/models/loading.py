@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from automon.models.smollm2 import SMOLLM2_VERSION, smollm2_path
@@ -69,6 +71,35 @@ def load_tokenizer(model_cfg: Any):
                              "model's origin into it, or point model.pretrained= at a complete copy")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    return tok
+
+
+def shared_tokenizer(model_cfg: Any, *, left_truncating: bool = False):
+    """The model's tokenizer for readers that never change it (rendering prompts, feature encoders):
+    loaded once per process per model, revision and truncation side, and shared. A load costs seconds
+    (transformers parses the 11 MB tokenizer.json several times; the real Qwen3 one as much), and one
+    OOD evaluation asked for it five times. `left_truncating`: truncation from the left, padding on the
+    right (a long text keeps its end). A local directory's tokenizer files are part of the key, so a
+    changed directory is loaded again. Whoever must set an attribute loads its own (load_tokenizer)."""
+    path = resolve_model_path(model_cfg)
+    revision = getattr(model_cfg, "revision", None)
+    return _shared_tokenizer(path, revision, left_truncating, _tokenizer_files(path))
+
+
+def _tokenizer_files(path: str) -> tuple:
+    """(name, size, mtime) of a local model directory's tokenizer files; () for a hub id."""
+    d = Path(path)
+    if not d.is_dir():
+        return ()
+    return tuple((f.name, st.st_size, st.st_mtime_ns) for f in sorted(d.glob("*token*")) + sorted(d.glob("*.jinja"))
+                 for st in [f.stat()])
+
+
+@lru_cache(maxsize=8)
+def _shared_tokenizer(path: str, revision: str | None, left_truncating: bool, files: tuple):
+    tok = load_tokenizer(SimpleNamespace(pretrained=path, revision=revision))
+    if left_truncating:
+        tok.truncation_side, tok.padding_side = "left", "right"
     return tok
 
 

@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from automon.models.loading import load_tokenizer, model_identity, resolve_model_path
+from automon.models.loading import model_identity, resolve_model_path, shared_tokenizer
 from automon.ood.detectors import DETECTORS_VERSION, chat_prefix, response_nll
 from automon.probes.features import (FEATURES_VERSION, Encoder, FeatureCache, default_cache_root, features,
-                                     left_truncating, pool_hidden)
+                                     pool_hidden)
 from automon.schema import Sample
 
 
@@ -44,14 +44,14 @@ def pooled_hidden_states(model_cfg: Any, adapter_dir: str | Path | None, adapter
                          samples: Sequence[Sample], layer: int = -1, pooling: str = "mean", *,
                          max_length: int = 256, batch_size: int = 8, cache_root: Path | None = None) -> np.ndarray:
     """Rows in `samples` order; only what the cache lacks is computed (the model loads only then).
-    Tokenised and pooled as the probes' hidden-state encoder does (left_truncating, pool_hidden)."""
+    Tokenised and pooled as the probes' hidden-state encoder does (a left-truncating tokenizer, pool_hidden)."""
     state: dict[str, Any] = {}
 
     def encode(texts: list[str]) -> np.ndarray:
         import torch
 
         if not state:
-            state["tok"] = left_truncating(load_tokenizer(model_cfg))
+            state["tok"] = shared_tokenizer(model_cfg, left_truncating=True)
             state["model"] = _load_lm(model_cfg, adapter_dir)
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         with torch.inference_mode():
@@ -71,7 +71,7 @@ def response_perplexities(model_cfg: Any, samples: Sequence[Sample], *, max_leng
     todo = cache.missing([s.id for s in samples])
     if todo:
         by_id = {s.id: s for s in samples}
-        tok = load_tokenizer(model_cfg)
+        tok = shared_tokenizer(model_cfg)
         model = _load_lm(model_cfg, None)
         todo.sort(key=lambda i: len(by_id[i].request) + len(by_id[i].response))  # similar lengths pad little
         for k in range(0, len(todo), 64):  # saved every 64 samples: a killed run keeps them

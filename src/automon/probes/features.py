@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from automon.errors import UserError, one_of
-from automon.models.loading import load_tokenizer, model_identity, resolve_model_path
+from automon.models.loading import model_identity, resolve_model_path, shared_tokenizer
 from automon.models.tiny import default_cache_dir
 from automon.schema import Sample
 
@@ -174,7 +174,7 @@ def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean",
         if not state:
             from transformers import AutoModelForCausalLM
 
-            state["tok"] = left_truncating(load_tokenizer(model_cfg))
+            state["tok"] = shared_tokenizer(model_cfg, left_truncating=True)
             state["model"] = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_cfg),
                                                                   revision=model_cfg.revision,
                                                                   dtype=torch.float32).eval()
