@@ -484,3 +484,42 @@ def test_a_parent_made_and_removed_again_by_another_check_is_retried(tmp_path, m
     monkeypatch.setattr(Path, "mkdir", mkdir)
     assert ensure_writable_dir(target / "r1", "output_dir") == target / "r1"
     assert raced and not (tmp_path / "p").exists()
+
+
+def test_a_stop_right_after_the_temp_dir_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """SIGTERM (SystemExit) between the temp dir's mkdir and its path reaching atomic_dir: mkdtemp's
+    directory was left (test_sigterm_cleans_up_at_once, once under load)."""
+    from automon.data.io import atomic_dir
+
+    real_mkdir = os.mkdir
+
+    def mkdir_then_stop(path, *a, **kw):
+        real_mkdir(path, *a, **kw)
+        if ".b.tmp-" in str(path):
+            raise SystemExit(143)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_stop)
+    with pytest.raises(SystemExit), atomic_dir(tmp_path / "x" / "b"):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_in_the_middle_of_the_swap_puts_the_previous_build_back_at_once(tmp_path, monkeypatch):
+    """Between moving the previous `out` aside and moving the new one in, `out` is missing: a stop there
+    left it missing until the next build put it back; now the stopped one puts it back itself."""
+    from automon.data.io import atomic_dir
+
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "manifest.json").write_text("previous")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(src).name.startswith(".b.tmp-"):
+            raise SystemExit(143)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(SystemExit), atomic_dir(out, overwrite=True) as tmp:
+        (tmp / "manifest.json").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"] and (out / "manifest.json").read_text() == "previous"

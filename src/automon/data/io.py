@@ -5,9 +5,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import errno
 import os
+import secrets
 import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -146,48 +147,66 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
         created = make_dirs(out.parent)
     except OSError as e:
         raise OutDirError(f"cannot create the directory for out={out}: {e.strerror}", e.filename, fix) from e
-    tmp = None
-    try:
-        mode = 0o777 & ~_umask()
-        for _ in range(3):
-            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-            try:
-                fd = _lock(tmp)
-                break
-            except FileNotFoundError:  # a concurrent cleaner took it before we locked it
-                continue
-        else:  # pragma: no cover - needs three lost races in a row
-            raise OutDirError(f"could not claim a temp dir beside {out}", str(out.parent), "rerun the build")
-    except OSError as e:  # not writable, not a directory, read-only file system, no space...
-        remove_dirs(created)
-        raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", f"out={out}", fix) from e
-    except BaseException:  # e.g. SIGTERM (SystemExit) right after mkdtemp: leave nothing behind
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        remove_dirs(created)
-        raise
+    # Every directory this call makes is named here BEFORE it exists (_new_hidden_dir), and one try
+    # covers everything from its making to its removal: a SIGTERM (SystemExit) at any bytecode leaves
+    # nothing behind. With mkdtemp, a SIGTERM between its mkdir and its return left the temp dir (seen
+    # under load: test_sigterm_cleans_up_at_once).
+    tmps: list[Path] = []
+    olds: list[Path] = []
+    fd = None
     published = False
     try:
+        try:
+            mode = 0o777 & ~_umask()
+            for _ in range(3):
+                tmp = _new_hidden_dir(out.parent, f".{out.name}.tmp-", tmps)
+                try:
+                    fd = _lock(tmp)
+                    break
+                except FileNotFoundError:  # a concurrent cleaner took it before we locked it
+                    continue
+            else:  # pragma: no cover - needs three lost races in a row
+                raise OutDirError(f"could not claim a temp dir beside {out}", str(out.parent), "rerun the build")
+        except OSError as e:  # not writable, not a directory, read-only file system, no space...
+            raise OutDirError(f"cannot write in {out.parent}: {e.strerror}", f"out={out}", fix) from e
         os.chmod(tmp, mode)
         yield tmp
         if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            old = _new_hidden_dir(out.parent, f".{out.name}.old-", olds)
             old_fd = _lock(old)  # a concurrent clean_leftovers must not take it for a dead build's
             try:
                 os.replace(out, old / "d")
                 os.replace(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
             finally:
                 os.close(old_fd)
         else:
             os.replace(tmp, out)
         published = True
     finally:
-        os.close(fd)
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
+        for d in olds:  # stopped in the middle of the swap: the previous build goes back at once
+            if (d / "d").is_dir() and not out.exists():
+                os.replace(d / "d", out)
+            shutil.rmtree(d, ignore_errors=True)
+        for d in tmps:
+            shutil.rmtree(d, ignore_errors=True)
         if not published:
             remove_dirs(created)
+
+
+def _new_hidden_dir(parent: Path, prefix: str, made: list[Path]) -> Path:
+    """A new directory `parent/<prefix><random>` (mode 0700, as mkdtemp makes it), appended to `made`
+    before it is created, so that the caller's cleanup knows it whenever a signal comes."""
+    for _ in range(100):
+        d = parent / f"{prefix}{secrets.token_hex(6)}"
+        made.append(d)
+        try:
+            os.mkdir(d, 0o700)
+            return d
+        except FileExistsError:  # another's: not ours to remove
+            made.pop()
+    raise FileExistsError(errno.EEXIST, "no free temp dir name", str(parent))  # pragma: no cover
 
 
 def write_jsonl(path: Path, samples: list[Sample]) -> None:
