@@ -91,14 +91,14 @@ def test_the_ceiling_fails_or_warns_the_build(tmp_path):
 def test_audit_cli_reports_on_an_existing_build_without_touching_it(tmp_path):
     build = make_build(tmp_path / "b", pairs_per_subset=6, train_per_subset=20)
     before = (build / "manifest.json").read_bytes()
-    cmd = [f"build={build}", f"out={tmp_path / 'a'}"]
-    p = run_script(REPO / "data_build" / "audit.py", *cmd, timeout=300)
+    args = [f"build={build}", f"out={tmp_path / 'a'}"]
+    p = run_script(REPO / "data_build" / "audit.py", *args, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads((tmp_path / "a" / "audit.json").read_text())
     assert set(res["subsets"]) == set(SUBSETS) and "| sg_code |" in p.stdout
     assert (build / "manifest.json").read_bytes() == before
     # the synthetic texts carry their label in fixed words: every subset exceeds, and fail exits 2
-    p = run_script(REPO / "data_build" / "audit.py", *cmd, "audit.on_exceed=fail", timeout=300)
+    p = run_script(REPO / "data_build" / "audit.py", *args, "audit.on_exceed=fail", timeout=300)
     assert p.returncode == 2 and "can be told apart from the response alone" in p.stderr
 
 

@@ -39,8 +39,8 @@ def test_a_sigkilled_parent_takes_its_forked_child_and_the_childs_pool_with_it(t
     """A SIGKILLed build's forked writer went on for seconds holding the build's lock (a fork inherits
     it), and a rerun at once stopped with "another build is writing" (CI, under load)."""
     script = tmp_path / "parent.py"
-    script.write_text(textwrap.dedent(f"""
-        import os, sys, time
+    script.write_text(textwrap.dedent("""
+        import os, time
         from concurrent.futures import ProcessPoolExecutor
         from automon.data.forked import Forked, die_with_parent
 

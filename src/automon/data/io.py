@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
-import errno
 import os
 import secrets
 import shutil

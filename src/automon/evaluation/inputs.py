@@ -57,8 +57,6 @@ class Inputs:
                 if s.id in self.reference_items]
 
 
-
-
 def pick_test_samples(samples: Sequence[Sample], subsets: Sequence[str], max_pairs: int | None) -> list[Sample]:
     """The test samples of `subsets`; with `max_pairs`, the first whole pairs (by pair id) of each subset."""
     keep = [s for s in samples if s.subset in subsets]

@@ -98,8 +98,16 @@ def _tokenizer_files(path: str) -> tuple:
 @lru_cache(maxsize=8)
 def _shared_tokenizer(path: str, revision: str | None, left_truncating: bool, files: tuple):
     tok = load_tokenizer(SimpleNamespace(pretrained=path, revision=revision))
-    if left_truncating:
-        tok.truncation_side, tok.padding_side = "left", "right"
+    return make_left_truncating(tok) if left_truncating else tok
+
+
+def make_left_truncating(tok: Any) -> Any:
+    """`tok` truncating from the left and padding on the right (a long text keeps its end); a pad token
+    where it has none."""
+    tok.truncation_side = "left"
+    tok.padding_side = "right"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
     return tok
 
 

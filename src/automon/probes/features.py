@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from automon.errors import UserError, one_of
-from automon.models.loading import model_identity, resolve_model_path, shared_tokenizer
+from automon.models.loading import make_left_truncating, model_identity, resolve_model_path, shared_tokenizer
 from automon.models.tiny import default_cache_dir
 from automon.schema import Sample
 
@@ -108,14 +108,6 @@ def features(enc: Encoder, samples: Sequence[Sample], cache_root: Path | None = 
 
 # ---------------------------------------------------------------- the encoders
 
-def left_truncating(tok: Any) -> Any:
-    tok.truncation_side = "left"
-    tok.padding_side = "right"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
-
-
 def pool_hidden(hidden: Any, mask: Any, pooling: str) -> Any:
     import torch
 
@@ -147,7 +139,7 @@ def minilm_encoder(max_length: int = 256, batch_size: int = 32) -> Encoder:
         from transformers import AutoModel, AutoTokenizer
 
         if not state:  # loaded on first use: a fully cached run never loads it
-            state["tok"] = left_truncating(AutoTokenizer.from_pretrained(path))
+            state["tok"] = make_left_truncating(AutoTokenizer.from_pretrained(path))
             state["model"] = AutoModel.from_pretrained(path).eval()
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         with torch.inference_mode():
