@@ -142,3 +142,19 @@ def test_another_environment_gets_a_fresh_interpreter_and_a_hung_run_times_out(w
         warm.run([sys.executable, str(script), "sleep"], cwd=tmp_path, env=dict(os.environ), timeout=2)
     assert warm.run([sys.executable, str(script), "normal"], cwd=tmp_path, env=dict(os.environ),
                     timeout=60).returncode == 0  # the server carries on
+
+
+@pytest.mark.gpu
+def test_a_run_through_the_launcher_can_use_the_gpu(warm, tmp_path):
+    """On a CUDA machine a run gets the GPU: forked warm if the preloaded imports left CUDA untouched,
+    else run fresh with the reason noted (a fork after the driver was asked cannot initialise CUDA)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    script = tmp_path / "gpu.py"
+    script.write_text("import torch\nprint('sum', int(torch.ones(3, device='cuda').sum()))\n")
+    served = warm.served()
+    r = warm.run([sys.executable, str(script)], cwd=tmp_path, env=dict(os.environ), timeout=120)
+    assert (r.returncode, r.stdout) == (0, "sum 3\n"), r.stderr[-3000:]
+    refused = [line for line in warm.refused() if "gpu.py" in line]
+    assert warm.served() == served + 1 or any("CUDA was touched" in line for line in refused), refused

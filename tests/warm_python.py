@@ -314,6 +314,7 @@ def _serve(directory: str) -> None:
             importlib.import_module(module)
         except ImportError:  # not installed here: the runs import what they need themselves
             pass
+    gpu_refusal = _cuda_unusable_in_forks()
     name.with_suffix(".env").write_text(own)  # for the launcher's note of a run it cannot find a server for
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     srv.bind(str(name.with_suffix(".sock")))
@@ -343,7 +344,7 @@ def _serve(directory: str) -> None:
                         conn.close()
                         continue
                     why = ("no descriptors" if len(fds) != 3 else "another environment" if _key(req["env"]) != own
-                           else _not_served(req["argv"], req["cwd"]))
+                           else gpu_refusal or _not_served(req["argv"], req["cwd"]))
                     if why:  # the launcher asked the wrong server: it runs the script itself
                         _send(conn, {"cold": why})
                         for fd in fds:
@@ -377,6 +378,20 @@ def _serve(directory: str) -> None:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+
+
+def _cuda_unusable_in_forks() -> str | None:
+    """Why no run can be forked from this server, if CUDA would fail in it: a CUDA build of torch marks
+    its forks bad ("Cannot re-initialize CUDA in forked subprocess") once the parent has asked the driver
+    anything, and the preloaded imports may ask (is_available() counts devices). One trial fork says."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.backends.cuda.is_built():
+        return None
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return "CUDA was touched before the fork: a forked run could not use the GPU" if status else None
 
 
 def _kill_group(pid: int) -> None:
