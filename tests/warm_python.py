@@ -53,7 +53,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
-PRELOAD = ("torch", "numpy", "transformers", "datasets", "accelerate", "peft", "trl.trainer.sft_trainer")
+# matplotlib's figure and Agg modules (no backend chosen: the runs choose theirs) for evaluations' plots
+PRELOAD = ("torch", "numpy", "transformers", "datasets", "accelerate", "peft", "trl.trainer.sft_trainer",
+           "matplotlib.figure", "matplotlib.backends.backend_agg")
 COLD_ENV = "AUTOMON_TEST_COLD"
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
 _MAX_MSG = 1 << 20  # one request (argv, cwd, environment) in one SOCK_SEQPACKET message
