@@ -161,7 +161,7 @@ def _train(tmp: Path, ds, packing: bool, n_micro: int):
     sees every example, packed or 4 at a time, so both runs follow the same gradients."""
     from omegaconf import OmegaConf
 
-    from automon.models.loading import resolve_model_path
+    from automon.models.loading import load_tokenizer, resolve_model_path
     from automon.training.sft_args import make_sft_args
     from automon.training.trainers import get_trainer
     from test_packing import _cfg
@@ -174,15 +174,17 @@ def _train(tmp: Path, ds, packing: bool, n_micro: int):
     args = make_sft_args(cfg, tmp, on_cuda=False, report_to=[])
     args.save_strategy, args.logging_steps = "no", 1000
     torch.manual_seed(0)
-    trainer = get_trainer("peft").build(cfg, resolve_model_path(cfg.model), _tok(), ds, args, [], 1024)
+    trainer = get_trainer("peft").build(cfg, resolve_model_path(cfg.model), load_tokenizer(cfg.model), ds, args, [],
+                                        1024)  # a tokenizer of its own: the trainer may set it up
     trainer.train()
     return trainer.model.eval()
 
 
 def _tok():
-    from automon.models.loading import load_tokenizer
+    """The tiny model's tokenizer, loaded once (read only: prompts and the yes/no ids)."""
+    from automon.models.loading import shared_tokenizer
 
-    return load_tokenizer(_model_cfg("tiny"))
+    return shared_tokenizer(_model_cfg("tiny"))
 
 
 def _p_yes(model, prompts: list[list[int]]) -> torch.Tensor:
