@@ -67,6 +67,13 @@ def main() -> int:
     ap.add_argument("--workdir", help="where the 8 GB random model is written (default: a temp dir)")
     ap.add_argument("--out", help="result JSON path (default bench/results/bench_eval_gpu-<gpu>-<UTC time>.json)")
     args = ap.parse_args()
+    # checked before the 8 GB model is written
+    if args.adapter and args.adapters:
+        ap.error("--adapter scores one adapter, --adapters N a sweep: give one of them")
+    from automon.schema import SUBSETS
+
+    if args.adapters > len(SUBSETS):
+        ap.error(f"--adapters: at most {len(SUBSETS)} (one per subset)")
 
     import torch
 
@@ -84,23 +91,18 @@ def main() -> int:
     from automon.evaluation import evaluate
     from automon.backends.hf import HFConfig
     from automon.data.io import load_build
-    from automon.schema import SUBSETS
     from automon.versions import code_version, library_versions
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_eval_gpu_"))
     work.mkdir(parents=True, exist_ok=True)
     model_dir = make_model_dir("qwen3_4b", work / "qwen3_4b_random")  # the training bench's random Qwen3-4B
     data = Path(args.data) if args.data else synthetic_build(work / "build", args.scale)
-    if args.adapter and args.adapters:
-        ap.error("--adapter scores one adapter, --adapters N a sweep: give one of them")
     manifest_hash = load_build(data).manifest_hash
     adapter = sweep = None
     if args.adapter:
         adapter = str(random_adapters(model_dir, [work / "run" / "adapter"], ["safety_code"], manifest_hash)[0])
     if args.adapters:
         subsets = list(SUBSETS)[:args.adapters]
-        if len(subsets) < args.adapters:
-            ap.error(f"--adapters: at most {len(SUBSETS)} (one per subset)")
         sweep = work / "sweep"
         random_adapters(model_dir, [sweep / f"random-{s}" / "adapter" for s in subsets], subsets, manifest_hash)
     cfg = HoldoutConfig(

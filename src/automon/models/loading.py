@@ -77,7 +77,7 @@ def load_tokenizer(model_cfg: Any):
 def shared_tokenizer(model_cfg: Any, *, left_truncating: bool = False):
     """The model's tokenizer for readers that never change it (rendering prompts, feature encoders):
     loaded once per process per model, revision and truncation side, and shared. A load costs seconds
-    (transformers parses the 11 MB tokenizer.json several times; the real Qwen3 one as much), and one
+    (transformers parses the 18 MB tokenizer.json of Qwen3, the tiny model's too, more than once), and one
     OOD evaluation asked for it five times. `left_truncating`: truncation from the left, padding on the
     right (a long text keeps its end). A local directory's tokenizer files are part of the key, so a
     changed directory is loaded again. Whoever must set an attribute loads its own (load_tokenizer)."""
