@@ -132,6 +132,7 @@ def curves_plot(curves: Mapping[str, Mapping[str, Mapping[str, list] | None]],
     ncols = min(4, n)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.4 * nrows + 0.6), squeeze=False)
+    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, g in zip(axes.ravel(), groups):
         for k, (mon, per) in enumerate(curves.items()):
@@ -145,6 +146,8 @@ def curves_plot(curves: Mapping[str, Mapping[str, Mapping[str, list] | None]],
         ax.plot([0, 1], [1, 0], ls=":", color="grey", lw=0.8)
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
+        ax.set_xticks(ticks)
+        ax.set_yticks(ticks)
         ax.set_title(g, fontsize=9)
         ax.set_xlabel("FAR", fontsize=8)
         ax.set_ylabel("MR", fontsize=8)
@@ -156,10 +159,22 @@ def curves_plot(curves: Mapping[str, Mapping[str, Mapping[str, list] | None]],
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
     fig.suptitle(title or "MR-FAR curves over thresholds of P(yes) (dot: the configured threshold)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.06 if handles else 0, 1, 1))
+    _fixed_grid_margins(fig, nrows, ncols, bottom=0.85 if handles else 0.5)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _fixed_grid_margins(fig, nrows: int, ncols: int, *, bottom: float, left: float = 0.55, right: float = 0.15,
+                        top: float = 0.8, gap_w: float = 0.6, gap_h: float = 0.75) -> None:
+    """Margins and gaps in inches for a grid of panels whose labels are the same in every panel (the
+    curves: fixed 0..1 ticks, "FAR"/"MR"), in place of tight_layout, which draws the whole figure once
+    more to measure them (1.3 of a 2.2 s curves figure of ten panels on 2 CPU cores)."""
+    width, height = fig.get_size_inches()
+    ax_w = (width - left - right - (ncols - 1) * gap_w) / ncols
+    ax_h = (height - top - bottom - (nrows - 1) * gap_h) / nrows
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height,
+                        wspace=gap_w / ax_w, hspace=gap_h / ax_h)
 
 
 def robustness_plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str = "") -> Path:
