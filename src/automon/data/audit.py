@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from automon.config import CONF_DIR
 from automon.config.build import AuditConfig
 from automon.data.forked import Forked
-from automon.data.audit_panel import MEMBERS, TEST_CV, aflite, cross_validate, fit_predict, ngram_z
+from automon.data.audit_panel import MEMBERS, TEST_CV, aflite, cross_validate, fit_predict, import_sklearn, ngram_z
 from automon.data.recipes.sg_code.constructs import overlap
 from automon.metrics import auroc, confusion, false_alarm_rate, miss_rate, pair_accuracy
 from automon.probes.fit import training_samples
@@ -207,6 +207,7 @@ def audit(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig, par
     if not (parallel and halves[1]):
         subsets, cost = _audit_subsets(order, capped, by_test, cfg)
     else:
+        import_sklearn()
         with Forked(_audit_subsets, halves[1], capped, by_test, cfg, name="audit") as child:
             subsets, cost = _audit_subsets(halves[0], capped, by_test, cfg)
             (more, more_cost), _ = child.result()
