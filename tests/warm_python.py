@@ -53,9 +53,12 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
-# matplotlib's figure and Agg modules (no backend chosen: the runs choose theirs) for evaluations' plots
+# matplotlib's figure and Agg modules (no backend chosen: the runs choose theirs) for evaluations' plots;
+# scikit-learn's linear models for the builds' audits and the probes; Hydra and automon's stage packages,
+# which every run imports (none reads the environment or the working directory at import).
 PRELOAD = ("torch", "numpy", "transformers", "datasets", "accelerate", "peft", "trl.trainer.sft_trainer",
-           "matplotlib.figure", "matplotlib.backends.backend_agg")
+           "matplotlib.figure", "matplotlib.backends.backend_agg", "sklearn.linear_model", "hydra",
+           "automon.config", "automon.evaluation", "automon.training")
 COLD_ENV = "AUTOMON_TEST_COLD"
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
 _MAX_MSG = 1 << 20  # one request (argv, cwd, environment) in one SOCK_SEQPACKET message
