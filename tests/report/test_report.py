@@ -253,3 +253,29 @@ def test_a_column_added_to_the_spec_appears_in_every_table(sweep, tmp_path, monk
                                      {"pareto_front": [], "pearson_r": float("nan")}, [])
     table = sweep_md[sweep_md.index("## Monitors (overall)"):].splitlines()[2]
     assert _md_header(table)[-2] == "scored"  # the sweep's brief table too (before the report link)
+
+
+@pytest.mark.parametrize("n_groups", [1, 4, 7, 10])
+def test_the_curves_figures_fixed_margins_keep_every_label_inside_and_apart(tmp_path, figures, n_groups):
+    """curves_plot lays its panels out in fixed inches (no tight_layout pass): for one to three rows
+    of panels, every panel's ticks, labels and title lie inside the figure and clear of the other
+    panels and of the legend."""
+    groups = ["overall", *(f"subset_{i}" for i in range(n_groups - 1))]
+    curve = {"far": [0.0, 0.2, 0.5, 1.0], "mr": [1.0, 0.6, 0.3, 0.0]}
+    curves = {m: {g: curve for g in groups} for m in ("base", "a_long_monitor_name")}
+    plots.curves_plot(curves, {m: {g: (0.3, 0.4) for g in groups} for m in curves}, tmp_path / "curves.png")
+    fig = figures[-1]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # closed, the figure lost its Agg canvas
+    whole = fig.bbox
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_title()]
+    assert len(boxes) == n_groups
+    for box in boxes:
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1, (box, whole)
+    for i, a in enumerate(boxes):
+        assert not any(a.overlaps(b) for b in boxes[i + 1:]), "two panels' labels overlap"
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert whole.y0 <= legend.y0 and not any(legend.overlaps(b) for b in boxes)
+    title = fig._suptitle.get_window_extent(renderer)
+    assert title.y1 <= whole.y1 and not any(title.overlaps(b) for b in boxes)
