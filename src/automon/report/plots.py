@@ -58,7 +58,7 @@ def heatmap(rows: Sequence[Mapping[str, Any]], path: Path, title: str = "") -> P
                 # white text on the dark end of each colour map
                 shade = (abs(v) / lim > 0.6) if diverging and not math.isnan(v) else (not math.isnan(v) and v > 0.55)
                 ax.text(j, i, txt, ha="center", va="center", fontsize=8, fontweight="bold" if bold else "normal",
-                        color="white" if shade else "black")
+                        color="white" if shade else "black", in_layout=False)
                 if bold:
                     ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=1.8, ec="black"))
         ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=8)
