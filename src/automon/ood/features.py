@@ -17,7 +17,7 @@ import numpy as np
 from automon.models.loading import model_identity, resolve_model_path, shared_tokenizer
 from automon.ood.detectors import DETECTORS_VERSION, chat_prefix, response_nll
 from automon.probes.features import (FEATURES_VERSION, Encoder, FeatureCache, default_cache_root, features,
-                                     pool_hidden)
+                                     hidden_states, pool_hidden)
 from automon.schema import Sample
 
 
@@ -48,15 +48,11 @@ def pooled_hidden_states(model_cfg: Any, adapter_dir: str | Path | None, adapter
     state: dict[str, Any] = {}
 
     def encode(texts: list[str]) -> np.ndarray:
-        import torch
-
         if not state:
             state["tok"] = shared_tokenizer(model_cfg, left_truncating=True)
             state["model"] = _load_lm(model_cfg, adapter_dir)
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        with torch.inference_mode():
-            out = state["model"](**batch, output_hidden_states=True)
-        return pool_hidden(out.hidden_states[layer], batch["attention_mask"], pooling).float().numpy()
+        return pool_hidden(hidden_states(state["model"], batch)[layer], batch["attention_mask"], pooling).float().numpy()
 
     enc = Encoder(hidden_identity(model_cfg, adapter_hash, layer, pooling, max_length), encode, batch_size)
     return features(enc, samples, cache_root)

@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -152,6 +152,16 @@ def minilm_encoder(max_length: int = 256, batch_size: int = 32) -> Encoder:
     return Encoder(ident, encode, batch_size)
 
 
+def hidden_states(model: Any, batch: Mapping[str, Any]) -> tuple:
+    """Every layer's hidden states of a tokenised batch (embeddings first), as a causal LM computes them,
+    without its logits over the whole vocabulary at every position, which nothing here reads
+    (logits_to_keep=1; the hidden states are the same to the bit)."""
+    import torch
+
+    with torch.inference_mode():
+        return model(**batch, output_hidden_states=True, logits_to_keep=1).hidden_states
+
+
 def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean", max_length: int = 512,
                          batch_size: int = 8) -> Encoder:
     """A causal LM's hidden state after `layer` (-1: the last; 0: the embeddings), pooled over the
@@ -171,9 +181,7 @@ def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean",
                                                                   revision=model_cfg.revision,
                                                                   dtype=torch.float32).eval()
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        with torch.inference_mode():
-            out = state["model"](**batch, output_hidden_states=True)
-        return pool_hidden(out.hidden_states[layer], batch["attention_mask"], pooling).float().numpy()
+        return pool_hidden(hidden_states(state["model"], batch)[layer], batch["attention_mask"], pooling).float().numpy()
 
     ident = {"encoder": model_identity(model_cfg.pretrained), "revision": model_cfg.revision, "layer": layer,
              "pooling": pooling, "max_length": max_length, "dtype": "float32", "version": FEATURES_VERSION}
