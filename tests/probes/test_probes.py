@@ -85,6 +85,26 @@ def test_hidden_state_features_of_the_tiny_model(tmp_path):
     assert not np.allclose(x, last)  # pooling is part of the identity
 
 
+def test_hidden_states_are_the_full_forwards_without_its_logits(tiny_model_path):
+    """hidden_states asks for one position's logits only (logits_to_keep=1); every layer's hidden
+    states must still be the full forward's, to the bit, or cached features would be stale."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from automon.probes.features import hidden_states
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
+    texts = [s.request + "\n" + s.response for s in _samples("test", 4, None)]
+    batch = tok(texts, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        full = model(**batch, output_hidden_states=True)
+    got = hidden_states(model, batch)
+    assert len(got) == len(full.hidden_states) == model.config.num_hidden_layers + 1
+    assert all(torch.equal(a, b) for a, b in zip(got, full.hidden_states))
+    assert full.logits.shape[1] == batch["input_ids"].shape[1] > 1  # what it no longer computes
+
+
 def test_holdout_with_probes_writes_a_matrix_row_per_probe(tmp_path):
     from automon.evaluation import evaluate
 
