@@ -2,13 +2,15 @@
 data_build/build.py, train/probe.py), directly (support.run_sft) or as the pipeline's stages.
 
 A run of train/sft.py in a fresh interpreter spends about 7 of its 10 s on a CPU importing torch,
-transformers, PEFT and TRL, and the suite runs the stage scripts some 80 times. Here a server process
-imports those libraries once (and nothing of automon); each run is a child forked from it, which runs
-the script the way `python script.py ...` does:
+transformers, PEFT and TRL, and the suite runs the stage scripts some 130 times. Here a server process
+imports those libraries once (PRELOAD, with automon's config, evaluation and training packages, none of
+which reads the environment or the working directory when imported); each run is a child forked from
+it, which runs the script the way `python script.py ...` does:
 
 - the script runs as `__main__` (runpy) with its own argv, cwd, environment and sys.path[0] (the
   script's directory), on the caller's stdin, stdout and stderr (the descriptors themselves, passed
-  over the server's socket), in a session of its own; every automon module is imported fresh;
+  over the server's socket), in a session of its own; the script itself and the automon modules
+  PRELOAD does not reach are imported fresh;
 - the standard streams are made as a fresh interpreter makes them (PYTHONUNBUFFERED honoured);
 - the random generators are seeded afresh (a fresh interpreter seeds random, numpy and torch from the OS);
 - the objects the server's imports made are frozen (gc.freeze): a run's garbage collections skip them;
@@ -55,7 +57,7 @@ from typing import Sequence
 
 # matplotlib's figure and Agg modules (no backend chosen: the runs choose theirs) for evaluations' plots;
 # scikit-learn's linear models for the builds' audits and the probes; Hydra and automon's stage packages,
-# which every run imports (none reads the environment or the working directory at import).
+# which every run imports.
 PRELOAD = ("torch", "numpy", "transformers", "datasets", "accelerate", "peft", "trl.trainer.sft_trainer",
            "matplotlib.figure", "matplotlib.backends.backend_agg", "sklearn.linear_model", "hydra",
            "automon.config", "automon.evaluation", "automon.training")
