@@ -114,3 +114,33 @@ def test_response_nll_equals_the_models_own_loss_on_the_response_tokens(tiny_lm)
     # truncation keeps the response and cuts the prompt from the left
     short = D.response_nll(model, tok, prompts[:1], resps[:1], max_length=len(tok(resps[0])["input_ids"]) + 3)
     assert np.isfinite(short[0]) and short[0] != pytest.approx(got[0], rel=1e-6)
+
+
+def test_response_nll_reads_the_full_forwards_log_probabilities_to_the_bit(tiny_lm):
+    """response_nll runs the LM head only on the positions that predict a response token; those rows
+    are the full forward's to the bit, so the NLLs equal ones summed from the full logits over the same
+    positions (a prompt far longer than its response: most positions are left out)."""
+    import torch
+
+    model, tok = tiny_lm
+    reqs = ["Explain, step by step and at length, how a hash map resolves collisions. " * 6, "Capital of France?"]
+    resps = ["Chaining.", "Paris, on the Seine; it has been the capital since the tenth century."]
+    prompts = [D.chat_prefix(tok, r) for r in reqs]
+    got = D.response_nll(model, tok, prompts, resps, max_length=512, batch_size=2)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    seqs = [(tok(p, add_special_tokens=False)["input_ids"], tok(r, add_special_tokens=False)["input_ids"])
+            for p, r in zip(prompts, resps)]
+    width = max(len(a) + len(b) for a, b in seqs)
+    ids = torch.full((2, width), pad)
+    mask, target = torch.zeros((2, width), dtype=torch.long), torch.zeros((2, width), dtype=torch.bool)
+    for i, (a, b) in enumerate(seqs):
+        ids[i, :len(a) + len(b)], mask[i, :len(a) + len(b)] = torch.tensor(a + b), 1
+        target[i, len(a):len(a) + len(b)] = True
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()  # every position
+    t = target[:, 1:]
+    keep = t.any(dim=0).nonzero().squeeze(-1)
+    assert len(keep) < width / 2  # the case the change is for
+    lp = torch.log_softmax(logits[:, :-1][:, keep], dim=-1).gather(-1, ids[:, 1:][:, keep].unsqueeze(-1)).squeeze(-1)
+    want = (-(lp * t[:, keep]).sum(1) / t[:, keep].sum(1)).numpy()
+    assert np.array_equal(got, want), (got, want)

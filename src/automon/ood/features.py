@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from automon.models.loading import model_identity, resolve_model_path, shared_tokenizer
-from automon.ood.detectors import DETECTORS_VERSION, chat_prefix, response_nll
+from automon.ood.detectors import DETECTORS_VERSION, NLL_VERSION, chat_prefix, response_nll
 from automon.probes.features import (FEATURES_VERSION, Encoder, FeatureCache, default_cache_root, features,
                                      hidden_states, pool_hidden)
 from automon.schema import Sample
@@ -62,7 +62,8 @@ def response_perplexities(model_cfg: Any, samples: Sequence[Sample], *, max_leng
                           batch_size: int = 4, cache_root: Path | None = None) -> np.ndarray:
     """Log-perplexity of each response under the base model, given its request as a chat turn."""
     ident = {"detector": "perplexity", "model": model_identity(model_cfg.pretrained), "revision": model_cfg.revision,
-             "max_length": max_length, "dtype": "float32", "version": DETECTORS_VERSION}
+             "max_length": max_length, "dtype": "float32", "version": DETECTORS_VERSION,
+             "computation": NLL_VERSION}
     cache = FeatureCache(cache_root or default_cache_root(), ident)
     todo = cache.missing([s.id for s in samples])
     if todo:
