@@ -66,6 +66,23 @@ def test_every_monitor_gets_a_fused_twin_with_its_own_row_predictions_and_curves
     assert lo <= g["by_subset"]["sg_code"]["0.010"]["far_change"] <= hi
 
 
+def test_the_evaluation_is_stale_when_a_detector_or_fusion_version_changes(setup, result, monkeypatch):
+    """An evaluation with fusion is current for its own config: its record listed the fused twins, which
+    status() does not resolve, so it was never current and a pipeline reran it every time. The fused
+    scores are computed by the OOD features, detectors, perplexity and fusion: an evaluation recorded
+    under another version of any of them is not current."""
+    import automon.evaluation.identity as identity
+    from automon.evaluation.status import status
+
+    root, build, sweep = setup
+    assert status(compose(_overrides(root, build, sweep))).current
+    for name in ("DETECTORS_VERSION", "NLL_VERSION", "FEATURES_VERSION", "FUSION_VERSION"):
+        with monkeypatch.context() as m:
+            m.setattr(identity, name, getattr(identity, name) + "-next")
+            st = status(compose(_overrides(root, build, sweep)))
+            assert not st.current and "ood" in st.reason, (name, st.reason)
+
+
 def test_judge_det_at_far_uses_thresholds_from_its_training_subsets_benign_calibration(setup, result):
     root, build, _ = setup
     from automon.data.io import load_build

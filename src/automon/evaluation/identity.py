@@ -4,8 +4,9 @@ its outputs are computed from. Both the evaluation (automon.evaluation.run) and 
 
 An evaluation's outputs depend on its config (all of it but where it writes and how it reports
 progress), the data build (manifest sha256), the monitors it scored (names, matrix labels, artifact
-hashes) and the metrics version; with stress=, each stress's version and the robustness
-version, and with stress=[paraphrase] by a model, that model (paraphrase.model: name, backend, weights
+hashes) and the metrics version; with detectors=, the versions of the OOD features, detectors,
+perplexity computation and fusion; with stress=, each stress's version and the robustness version,
+and with stress=[paraphrase] by a model, that model (paraphrase.model: name, backend, weights
 identity, budget, seed, instruction version). `identity` computes that; the evaluation records it in
 <output_dir>/identity.json once every output is written (`record`; publishing a new output set
 removes the old record first, automon.evaluation.publish).
@@ -24,7 +25,11 @@ from automon.config.eval import HoldoutConfig
 from automon.evaluation.robustness import ROBUSTNESS_VERSION, STRESSES, check_stress
 from automon.evaluation.stresses.paraphrase import model_identity
 from automon.monitors import BASE, Monitor
+from automon.monitors.fused import FusedMonitor
 from automon.metrics import METRICS_VERSION
+from automon.ood.detectors import DETECTORS_VERSION, NLL_VERSION
+from automon.ood.fusion import FUSION_VERSION
+from automon.probes.features import FEATURES_VERSION
 
 IDENTITY_FILE = "identity.json"
 IDENTITY_FORMAT = "automon-eval-identity-v1"
@@ -76,6 +81,9 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
     # The paraphrase model counts only where it rewrites (stress=[paraphrase], paraphrase.model set):
     # then "paraphrase" below records it; else the identity stays what it was before the key existed.
     config.pop("paraphrase", None)  # type: ignore[union-attr]
+    # The fused monitors follow from their judges and the detectors=/fusion= settings (both recorded
+    # here), and status() resolves none: listed, they made every evaluation with fusion stale.
+    monitors = [m for m in monitors if not isinstance(m, FusedMonitor)]
     ident = {
         "config": config,
         "data_manifest_hash": manifest_hash,
@@ -84,6 +92,10 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
         "monitors": {m.name: {"label": m.row, "adapter_hash": m.artifact_hash} for m in monitors},
         "metrics_version": METRICS_VERSION,
     }
+    if c.detectors:  # only then, so an evaluation without detectors keeps the identity it had
+        # the fused monitors' scores are computed by these versions' features, detectors and fusion
+        ident["ood"] = {"detectors": DETECTORS_VERSION, "nll": NLL_VERSION, "features": FEATURES_VERSION,
+                        "fusion": FUSION_VERSION}
     if c.stress:  # only then, so an evaluation without stress keeps the identity it had
         # a stress whose version changed stressed other bytes: its outputs are not current
         ident["stresses"] = {name: STRESSES[name].version for name in c.stress}

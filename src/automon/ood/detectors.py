@@ -141,9 +141,9 @@ def response_nll(model: Any, tokenizer: Any, prompts: Sequence[str], responses: 
             mask[i, :n] = 1
             target[i, len(a):n] = True
         # The LM head runs only on the positions that predict a response token in some row (as the
-        # training loss does): the request's positions would cost a (batch, width, vocab) tensor that
-        # nothing reads (8 x 4k x 152k floats = 20 GB for Qwen3). The rows' log-probabilities are
-        # those of the full forward's, to the bit (tests/ood/test_detectors.py).
+        # training loss does): the request's positions would add to a (batch, width, vocab) float
+        # tensor that nothing reads (Qwen3: 4 x 512 x 152k = 1.2 GB at the defaults, and again for its
+        # log-softmax). The kept rows are the full forward's to the bit (tests/ood/test_detectors.py).
         t = target[:, 1:]
         keep = t.any(dim=0).nonzero().squeeze(-1)
         with torch.inference_mode():
