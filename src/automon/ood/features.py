@@ -17,7 +17,7 @@ import numpy as np
 from automon.models.loading import model_identity, resolve_model_path, shared_tokenizer
 from automon.ood.detectors import DETECTORS_VERSION, NLL_VERSION, chat_prefix, response_nll
 from automon.probes.features import (FEATURES_VERSION, Encoder, FeatureCache, default_cache_root, features,
-                                     hidden_states, pool_hidden)
+                                     pooled_layer)
 from automon.schema import Sample
 
 
@@ -44,7 +44,7 @@ def pooled_hidden_states(model_cfg: Any, adapter_dir: str | Path | None, adapter
                          samples: Sequence[Sample], layer: int = -1, pooling: str = "mean", *,
                          max_length: int = 256, batch_size: int = 8, cache_root: Path | None = None) -> np.ndarray:
     """Rows in `samples` order; only what the cache lacks is computed (the model loads only then).
-    Tokenised and pooled as the probes' hidden-state encoder does (a left-truncating tokenizer, pool_hidden)."""
+    Tokenised and pooled as the probes' hidden-state encoder does (a left-truncating tokenizer, pooled_layer)."""
     state: dict[str, Any] = {}
 
     def encode(texts: list[str]) -> np.ndarray:
@@ -52,7 +52,7 @@ def pooled_hidden_states(model_cfg: Any, adapter_dir: str | Path | None, adapter
             state["tok"] = shared_tokenizer(model_cfg, left_truncating=True)
             state["model"] = _load_lm(model_cfg, adapter_dir)
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        return pool_hidden(hidden_states(state["model"], batch)[layer], batch["attention_mask"], pooling).float().numpy()
+        return pooled_layer(state["model"], batch, layer, pooling)
 
     enc = Encoder(hidden_identity(model_cfg, adapter_hash, layer, pooling, max_length), encode, batch_size)
     return features(enc, samples, cache_root)

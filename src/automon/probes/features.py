@@ -162,6 +162,12 @@ def hidden_states(model: Any, batch: Mapping[str, Any]) -> tuple:
         return model(**batch, output_hidden_states=True, logits_to_keep=1).hidden_states
 
 
+def pooled_layer(model: Any, batch: Mapping[str, Any], layer: int, pooling: str) -> np.ndarray:
+    """One layer's hidden states of a tokenised batch, pooled over its tokens: (texts, hidden) float32.
+    What both hidden-state encoders (this module's and the OOD detectors') compute per batch."""
+    return pool_hidden(hidden_states(model, batch)[layer], batch["attention_mask"], pooling).float().numpy()
+
+
 def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean", max_length: int = 512,
                          batch_size: int = 8) -> Encoder:
     """A causal LM's hidden state after `layer` (-1: the last; 0: the embeddings), pooled over the
@@ -181,7 +187,7 @@ def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean",
                                                                   revision=model_cfg.revision,
                                                                   dtype=torch.float32).eval()
         batch = state["tok"](texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        return pool_hidden(hidden_states(state["model"], batch)[layer], batch["attention_mask"], pooling).float().numpy()
+        return pooled_layer(state["model"], batch, layer, pooling)
 
     ident = {"encoder": model_identity(model_cfg.pretrained), "revision": model_cfg.revision, "layer": layer,
              "pooling": pooling, "max_length": max_length, "dtype": "float32", "version": FEATURES_VERSION}
