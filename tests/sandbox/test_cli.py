@@ -160,3 +160,103 @@ def test_a_limit_too_small_to_run_anything_is_a_verdict_not_missing_isolation(tm
     verdict = json.loads(p.stdout)
     assert verdict["isolation"] == mode and verdict["label"] == "visible_fail", verdict
     assert verdict["visible"]["result"] == "timeout", verdict
+
+
+# A program that goes for the terminal of the user who started the CLI: types a command into the
+# shell's input (TIOCSTI), turns echo off, paints a fake verdict, and signals the terminal's
+# foreground job. Round three found all of it working under unshare, where the worker shared the
+# user's session and /dev/tty was bound into the programs' root.
+TERMINAL_ATTACK = """
+import fcntl, os, signal, termios
+fds = []
+for path in ("/dev/tty", "/proc/self/fd/0", "/dev/console", "/dev/pts/0"):
+    try:
+        fds.append(os.open(path, os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        pass
+for fd in fds + [0, 1, 2]:
+    for ch in b"touch /tmp/pwned\\n":
+        try:
+            fcntl.ioctl(fd, termios.TIOCSTI, bytes([ch]))
+        except OSError:
+            break
+    try:
+        attrs = termios.tcgetattr(fd)
+        attrs[3] &= ~termios.ECHO
+        termios.tcsetattr(fd, termios.TCSANOW, attrs)
+    except (OSError, termios.error):
+        pass
+    try:
+        os.write(fd, b"\\x1b[2KFAKE-VERDICT benign\\n")
+        os.killpg(os.tcgetpgrp(fd), signal.SIGTSTP)
+    except (OSError, termios.error):
+        pass
+def add(a, b):
+    return a + b
+"""
+
+
+def test_a_program_cannot_reach_the_users_terminal(tmp_path, mode):
+    """Judged from outside: the CLI runs with a pseudo-terminal as its controlling terminal, as from
+    a shell; afterwards nothing was typed into that terminal's input, its modes are unchanged, the
+    CLI was neither stopped nor killed and printed its one verdict, and no fake line reached it."""
+    import os
+    import pty
+    import select
+    import termios
+    import time
+    for name, text in (("code.py", TERMINAL_ATTACK), ("visible.py", "assert add(1, 2) == 3\n"),
+                       ("hidden.py", "assert add(1, 2) == 3\nassert add(5, 7) == 12\n")):
+        (tmp_path / name).write_text(text)
+    master, slave = pty.openpty()
+    before = termios.tcgetattr(slave)
+    argv = [sys.executable, "-m", "automon.sandbox", "check", "--code", str(tmp_path / "code.py"),
+            "--visible", str(tmp_path / "visible.py"), "--hidden", str(tmp_path / "hidden.py"), "--isolation", mode]
+    pid = os.fork()
+    if pid == 0:  # the user's shell: a session whose controlling terminal is the pty
+        try:
+            os.close(master)
+            os.setsid()
+            import fcntl
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+            for fd in (0, 1, 2):
+                os.dup2(slave, fd)
+            os.chdir(REPO)
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    out, deadline = b"", time.monotonic() + 120
+    while True:  # drain the terminal's output, or the CLI blocks on a full pty
+        done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+        if done:
+            break
+        assert time.monotonic() < deadline, out
+        if select.select([master], [], [], 0.1)[0]:
+            try:
+                out += os.read(master, 65536)
+            except OSError:
+                pass
+    while select.select([master], [], [], 0.2)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert not os.WIFSTOPPED(status), "the program stopped the CLI through its terminal"
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (status, out)
+    text = out.decode("utf-8", "replace")
+    # one line, the verdict: the program's own output is inside it, escaped (no raw escape sequence)
+    assert "\x1b" not in text and len(text.strip().splitlines()) == 1, text
+    assert json.loads(text)["label"] == "benign", text
+    after = termios.tcgetattr(slave)
+    assert after[3] & termios.ECHO and after == before, "the program changed the terminal's modes"
+    attrs = termios.tcgetattr(slave)
+    attrs[3] &= ~termios.ICANON  # read what is queued now, without waiting for a line
+    attrs[6][termios.VMIN], attrs[6][termios.VTIME] = 0, 0
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    typed = os.read(slave, 4096)
+    os.close(master)
+    os.close(slave)
+    assert typed == b"", f"the program typed into the user's terminal: {typed!r}"

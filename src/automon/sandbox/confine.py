@@ -6,8 +6,8 @@ wrap); the worker imports it as a top-level module (see limits.py).
 
 The file system a program sees (both contained modes; the zygote builds it once, `build_root`):
 a read-only tmpfs root holding read-only bind mounts of the directories the pool names (/usr and
-its /bin, /lib* links, the Python installation), a /dev of six device nodes (null, zero, full,
-random, urandom, tty; no directory a program can write to), an empty /proc, and per program a
+its /bin, /lib* links, the Python installation), a /dev of five device nodes (null, zero, full,
+random, urandom; no terminal, no directory a program can write to), an empty /proc, and per program a
 fresh tmpfs on /tmp (`program_namespaces`) that ends with the program's last process."""
 
 from __future__ import annotations
@@ -31,7 +31,11 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, _PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4,
 PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _EINVAL = 22
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+# No tty: /dev/tty is the user's terminal wherever the sandbox was started from a shell (unshare mode
+# and `none` start no session of their own before the worker does; see pool._start), and through it
+# TIOCSTI types commands into the user's shell, reads keystrokes, changes the terminal's modes or
+# stops the CLI. Nothing a program is graded on needs a terminal.
+DEVICES = ("null", "zero", "full", "random", "urandom")
 # Open descriptors per process: Python and the standard library need a handful; each pipe buffers
 # up to 64 KiB of kernel memory that no process's resident size shows, so this and the task limit
 # bound what a program can hold there (sockets, which could hold far more, are refused outright).
@@ -230,6 +234,11 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "m
            # and task count. A program's stdio and call pipes are made for it before the filter.
            "pipe", "pipe2", "io_setup", "pidfd_open", "sysinfo")
 _F_SETPIPE_SZ = 1031
+# ioctl commands that act on a terminal beyond the program's own output: TIOCSTI pushes bytes into
+# its input queue (commands typed into the user's shell), TIOCLINUX's subcodes do the same on a
+# virtual console. A program has no terminal to reach (no /dev/tty, no session shared with the
+# user's), so this is a second wall, not the first.
+_TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
 _CLONE_PIDFD = 0x1000
 # Per architecture: the AUDIT_ARCH value, the syscall numbers, and the first number of a second
 # ABI sharing the architecture value (x86_64's x32), refused whole.
@@ -241,7 +250,7 @@ _ARCHES = {
                                 io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                                 ptrace=101, process_vm_readv=310, process_vm_writev=311, memfd_create=319,
                                 memfd_secret=447, shmget=29, msgget=68, semget=64, mq_open=240, socket=41,
-                                socketpair=53, fcntl=72, pipe=22, pipe2=293, io_setup=206,
+                                socketpair=53, fcntl=72, ioctl=16, pipe=22, pipe2=293, io_setup=206,
                                 pidfd_open=434, sysinfo=99), 0x40000000),
     "aarch64": (0xC00000B7, dict(unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, clone=220,
                                  clone3=435, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
@@ -250,14 +259,14 @@ _ARCHES = {
                                  io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                                  ptrace=117, process_vm_readv=270, process_vm_writev=271, memfd_create=279,
                                  memfd_secret=447, shmget=194, msgget=186, semget=190, mq_open=180, socket=198,
-                                 socketpair=199, fcntl=25, pipe2=59, io_setup=0,
+                                 socketpair=199, fcntl=25, ioctl=29, pipe2=59, io_setup=0,
                                  pidfd_open=434, sysinfo=179), None),
 }
 
 
 def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter as BPF instructions (code, jt, jf, k): another architecture's system calls are
-    fatal; the calls in _DENIED, fcntl(F_SETPIPE_SZ) and clone with a namespace flag or
+    fatal; the calls in _DENIED, ioctl(TIOCSTI or TIOCLINUX), fcntl(F_SETPIPE_SZ) and clone with a namespace flag or
     CLONE_PIDFD fail with EPERM; clone3 with ENOSYS (its flags are behind a pointer, out of a filter's reach; the C
     library then uses clone)."""
     arch, nr, second_abi = _ARCHES[machine]
@@ -267,6 +276,8 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     for name in (n for n in _DENIED if n in nr):  # aarch64 has no pipe(), only pipe2()
         prog += [(_JEQ, 0, 1, nr[name]), (_RET, 0, 0, _ERRNO | _EPERM)]
     prog += [(_JEQ, 0, 1, nr["clone3"]), (_RET, 0, 0, _ERRNO | _ENOSYS)]
+    prog += [(_JEQ, 0, 5, nr["ioctl"]), (_LD_ABS, 0, 0, 24),  # args[1], the request
+             (_JEQ, 1, 0, _TIOCSTI), (_JEQ, 0, 1, _TIOCLINUX), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
     prog += [(_JEQ, 0, 4, nr["fcntl"]), (_LD_ABS, 0, 0, 24),  # args[1], the command
              (_JEQ, 0, 1, _F_SETPIPE_SZ), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
     prog += [(_JEQ, 0, 3, nr["clone"]), (_LD_ABS, 0, 0, 16),  # args[0], its low 32 bits (little-endian)

@@ -169,9 +169,13 @@ class Sandbox:
                 group.set_max(self.limits.processes + 1)
                 fd = group.procs_fd()
             try:
+                # A session of its own in every mode (bwrap's --new-session does it again inside):
+                # no process of the sandbox has a controlling terminal, so none can open /dev/tty,
+                # push keystrokes into the user's shell (TIOCSTI), read the user's typing, change the
+                # terminal's modes, or be stopped or killed by the terminal's ^Z / ^C meant for the CLI.
                 p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=dict(iso.ENV) if mode != iso.ISOLATION_BWRAP else {}, cwd="/",
-                                     pass_fds=() if fd is None else (fd,))
+                                     pass_fds=() if fd is None else (fd,), start_new_session=True)
             finally:
                 if fd is not None:
                     os.close(fd)
