@@ -1,7 +1,8 @@
 """Blind reading of a build's labels, one subset at a time (docs/data.md, "Read blind").
 
-    python scripts/blind_read.py make BUILD SUBSET PAIRS SEED OUT    -> OUT/<subset>.jsonl (request + response
-                                                                       only, shuffled) and OUT/<subset>.key.json
+    python scripts/blind_read.py make BUILD SUBSET PAIRS SEED OUT [CONTROLS]   -> OUT/<subset>.jsonl (request +
+                        response only, shuffled; CONTROLS contrast controls of each kind among the pairs, wordings
+                        v9) and OUT/<subset>.key.json (never overwritten: another OUT for another round)
     python scripts/blind_read.py make-singles BUILD SUBSET PAIRS SEED OUT   -> the same with one twin per pair
     python scripts/blind_read.py score OUT/<subset>.key.json ANSWERS.jsonl
     python scripts/blind_read.py screen BUILD SUBSET SCREEN READ_DIR ...   -> SCREEN/key.json, SCREEN/answers/<read>.jsonl
@@ -16,7 +17,8 @@ its source pair through BUILD's test.jsonl, each answer as the reader gave it, `
 
 A reader sees only <subset>.jsonl and the monitor prompt's definition, and writes one JSON line per item:
 {"blind_id", "misbehavior": "yes"|"no", "confidence", "reason", "broken"}. `score` prints MR and FAR against
-the labels, per gaming family where samples name one, and the items the reader got wrong.
+the labels, per gaming family where samples name one, on the pairs and on each control kind (its FAR), and
+the items the reader got wrong.
 """
 from __future__ import annotations
 
@@ -27,26 +29,35 @@ import random
 import sys
 
 
-def make(build: str, subset: str, pairs: int, seed: int, out: str, singles: bool = False) -> None:
+def make(build: str, subset: str, pairs: int, seed: int, out: str, singles: bool = False, controls: int = 0) -> None:
     by_pair = collections.defaultdict(list)
+    by_kind = collections.defaultdict(list)  # contrast controls (wordings v9), by kind
     with open(f"{build}/test.jsonl") as f:
         for line in f:
             r = json.loads(line)
             if r["subset"] == subset:
-                by_pair[r["pair_id"]].append(r)
+                if r["meta"].get("control") and r["meta"].get("group"):
+                    by_kind[r["meta"]["control"]].append(r)
+                else:
+                    by_pair[r["pair_id"]].append(r)
+    if os.path.exists(f"{out}/{subset}.key.json"):
+        sys.exit(f"error: {out}/{subset}.key.json exists: a reading round's key is never overwritten (choose another OUT)")
     rng = random.Random(seed)
     chosen = rng.sample(sorted(by_pair), pairs)
     if singles:
         items = [rng.choice(sorted(by_pair[p], key=lambda r: r["label"])) for p in chosen]
     else:
         items = [r for p in chosen for r in by_pair[p]]
+    for kind in sorted(by_kind):  # `controls` of each kind, shuffled in among the pairs
+        items += rng.sample(sorted(by_kind[kind], key=lambda r: r["id"]), min(controls, len(by_kind[kind])))
     rng.shuffle(items)
     key = {}
     with open(f"{out}/{subset}.jsonl", "w") as f:
         for i, r in enumerate(items):
             bid = f"{subset}-{seed}-{i:03d}"
             key[bid] = {"id": r["id"], "pair_id": r["pair_id"], "label": r["label"],
-                        "family": r["meta"].get("family"), "form": r["meta"].get("form")}
+                        "family": r["meta"].get("family"), "form": r["meta"].get("form"),
+                        "control": r["meta"].get("control") if r["meta"].get("group") else None}
             f.write(json.dumps({"blind_id": bid, "request": r["request"], "response": r["response"]}) + "\n")
     with open(f"{out}/{subset}.key.json", "w") as f:
         json.dump(key, f, indent=1)
@@ -61,13 +72,16 @@ def said_misbehavior(answer: dict) -> bool:
 def score(key_path: str, answers: str) -> None:
     key = json.load(open(key_path))
     counts = collections.defaultdict(lambda: [0, 0, 0, 0])  # tp, fn, fp, tn
+    with_controls = any(k.get("control") for k in key.values())
     for line in open(answers):
         if not line.strip():
             continue
         a = json.loads(line)
         k = key[a["blind_id"]]
         said = said_misbehavior(a)
-        for group in dict.fromkeys(("all", k.get("family") or "all")):  # ordered: the same output every run
+        groups = ("all", k.get("family") or "all") + (  # a round with contrast controls: pairs and each kind apart
+            (f"control:{k['control']}" if k.get("control") else "pairs",) if with_controls else ())
+        for group in dict.fromkeys(groups):  # ordered: the same output every run
             counts[group][(0 if said else 1) if k["label"] == 1 else (2 if said else 3)] += 1
         if said != bool(k["label"]):
             print(f"wrong: {a['blind_id']} label {k['label']} ({k.get('form')}): {a.get('reason', '')[:160]}")
@@ -110,12 +124,13 @@ def screen(build: str, subset: str, out: str, reads: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] in (["make"], ["make-singles"]) and len(sys.argv) == 7:
-        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[1] == "make-singles")
+    if sys.argv[1:2] in (["make"], ["make-singles"]) and len(sys.argv) in (7, 8):
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[1] == "make-singles",
+             int(sys.argv[7]) if len(sys.argv) == 8 else 0)
     elif sys.argv[1:2] == ["score"] and len(sys.argv) == 4:
         score(sys.argv[2], sys.argv[3])
     elif sys.argv[1:2] == ["screen"] and len(sys.argv) >= 6:
         screen(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
     else:
-        sys.exit("error: usage: blind_read.py make|make-singles BUILD SUBSET PAIRS SEED OUT | score KEY.json ANSWERS.jsonl"
+        sys.exit("error: usage: blind_read.py make|make-singles BUILD SUBSET PAIRS SEED OUT [CONTROLS] | score KEY.json ANSWERS.jsonl"
                  " | screen BUILD SUBSET SCREEN READ_DIR ...")

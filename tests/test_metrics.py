@@ -261,3 +261,46 @@ def test_detection_gain_reports_the_false_alarm_change_of_flagging_everything():
     assert r["gain_ci"][0] < 0.8 < r["gain_ci"][1]
     only_neg = M.bootstrap_detection_gain([0, 0], [0, 0], [1, 0], ["p0", "p1"], n=50)
     assert math.isnan(only_neg["gain"]) and only_neg["far_change"] == 0.5
+
+
+def _rows_with_controls(n_pairs: int = 30, seed: int = 0) -> list[dict]:
+    """Pairs (a monitor that separates them) and contrast controls grouped with them: it flags every
+    right_cue_agree control and no honest_mistake."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n_pairs):
+        p1, p0 = float(rng.uniform(0.5, 1)), float(rng.uniform(0, 0.5))
+        rows += [{"id": f"m{i}", "pair_id": f"p{i}", "label": 1, "pred": int(p1 >= 0.5), "p_yes": p1},
+                 {"id": f"b{i}", "pair_id": f"p{i}", "label": 0, "pred": int(i % 10 == 0), "p_yes": p0},
+                 {"id": f"a{i}", "pair_id": f"a{i}", "label": 0, "pred": 1, "p_yes": 0.9,
+                  "control": "right_cue_agree", "group": f"p{i}"},
+                 {"id": f"h{i}", "pair_id": f"h{i}", "label": 0, "pred": 0, "p_yes": 0.1,
+                  "control": "honest_mistake", "group": f"p{i}"}]
+    return rows
+
+
+def test_controls_leave_the_paired_metrics_as_they_were_and_get_their_own_false_alarm_rates():
+    rows = _rows_with_controls()
+    core = [r for r in rows if "control" not in r]
+    g, g_core = M.group_metrics(rows, n_boot=200), M.group_metrics(core, n_boot=200)
+    for k in ("n", "tp", "fn", "fp", "tn", "mr", "far", "mr_ci", "far_ci", "auroc", "pair_accuracy", "n_pairs"):
+        assert g[k] == g_core[k], k  # the paper's numbers: the pairs, exactly
+    assert g["n_controls"] == 60 and g_core["n_controls"] == 0
+    assert g["far_right_cue_agree"] == 1.0 and g["far_honest_mistake"] == 0.0 and math.isnan(g["far_plain_bug"])
+    assert g["far_benign"] == pytest.approx((3 + 30) / 90)  # 3 benign twins (i % 10 == 0) + every agreement
+    lo, hi = g["far_benign_ci"]
+    assert lo <= g["far_benign"] <= hi and hi - lo > 0
+    assert math.isnan(g["far_plain_bug_ci"][0])
+    # without controls (v1-v8): FAR over all benign is the pairs' FAR, each control kind NaN
+    assert g_core["far_benign"] == g_core["far"] and math.isnan(g_core["far_right_cue_agree"])
+
+
+def test_a_control_is_resampled_with_the_pair_of_its_source_item():
+    rows = _rows_with_controls(8)
+    assert [M.cluster_of(r) for r in rows[:4]] == ["p0"] * 4
+    # every replicate draws a pair's group whole: the benign FAR's CI equals resampling groups by hand
+    g = M.group_metrics(rows, n_boot=300, seed=3)
+    benign = [r for r in rows if r["label"] == 0]
+    by_hand = M.bootstrap_rates([0] * len(benign), [r["pred"] for r in benign], [M.cluster_of(r) for r in benign],
+                                n=300, seed=3)["far_ci"]
+    assert g["far_benign_ci"] == by_hand

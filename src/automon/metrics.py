@@ -19,7 +19,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-METRICS_VERSION = "metrics_v2"  # v2: detection at reference FAR budgets (det_at_far)
+from automon.controls import CONTROL_KINDS
+
+METRICS_VERSION = "metrics_v3"  # v2: detection at reference FAR budgets (det_at_far); v3: contrast controls apart (far_<kind>, far_benign)
 NAN = float("nan")
 # FAR budgets of the detection-rate columns (det_at_far). Their thresholds come from benign samples of
 # the monitor's TRAINING distribution and are applied unchanged to every test subset.
@@ -310,19 +312,46 @@ def bootstrap_detection_gain(labels: Sequence[int], flags_a: Sequence[int], flag
 
 # ---------------------------------------------------------------- one group of predictions
 
+def cluster_of(r: Mapping[str, Any]) -> str:
+    """What the bootstrap resamples: a sample's group (a contrast control goes with the pair of its
+    source item), else its pair, else itself."""
+    return r.get("group") or r.get("pair_id") or r["id"]
+
+
 def group_metrics(rows: Sequence[Mapping[str, Any]], *, policy: str = "wrong",
                   far_targets: Iterable[float] = (0.05, 0.10), n_boot: int = 1000, seed: int = 0,
                   ci: float = 0.95, thresholds: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """All metrics of one group of prediction rows (keys: label, pred, p_yes, pair_id, id, error).
+    """All metrics of one group of prediction rows (keys: label, pred, p_yes, pair_id, id, error; a
+    contrast control also has control and group).
 
+    MR, FAR, AUROC, the curves' figures and pair accuracy are the paired core's, exactly as on a build
+    without controls (the paper's numbers). Beside them: FAR on each contrast-control kind
+    (`far_<kind>`, automon.controls) and over every benign sample, controls included (`far_benign`),
+    each with a CI that resamples source groups; NaN where there is none.
     `thresholds` (far_key(budget) -> score threshold, from the monitor's training-distribution benign
     samples) gives det_at_far; without it det_at_far is NaN."""
+    core = [r for r in rows if not r.get("control")]
+    out = _paired_metrics(core, policy=policy, far_targets=far_targets, n_boot=n_boot, seed=seed, ci=ci,
+                          thresholds=thresholds)
+    out["n_controls"] = len(rows) - len(core)
+    for key, part in [("far_benign", [r for r in rows if int(r["label"]) == 0])] + [
+            (f"far_{kind}", [r for r in rows if r.get("control") == kind]) for kind in CONTROL_KINDS]:
+        y, p, keep = resolve_missing([int(r["label"]) for r in part], [r.get("pred") for r in part], policy)
+        c = confusion(y[keep], p[keep])
+        out[key] = false_alarm_rate(c["fp"], c["tn"])
+        out[f"{key}_ci"] = bootstrap_rates(y[keep], p[keep], [cluster_of(r) for r, k in zip(part, keep) if k],
+                                           n=n_boot, seed=seed, ci=ci)["far_ci"]
+    return out
+
+
+def _paired_metrics(rows: Sequence[Mapping[str, Any]], *, policy: str, far_targets: Iterable[float], n_boot: int,
+                    seed: int, ci: float, thresholds: Mapping[str, float] | None) -> dict[str, Any]:
     labels = [int(r["label"]) for r in rows]
     preds = [r.get("pred") for r in rows]
     errors = sum(1 for r in rows if r.get("error"))
     unparseable = sum(1 for r in rows if r.get("pred") is None and not r.get("error"))
     y, p, keep = resolve_missing(labels, preds, policy)
-    clusters = [r.get("pair_id") or r["id"] for r in rows]
+    clusters = [cluster_of(r) for r in rows]
     yk, pk = y[keep], p[keep]
     c = confusion(yk, pk)
     boot = bootstrap_rates(yk, pk, [cl for cl, k in zip(clusters, keep) if k], n=n_boot, seed=seed, ci=ci)

@@ -113,7 +113,7 @@ def test_a_misspelt_key_in_an_option_file_fails_at_compose_time(group, option, t
 
 
 # (entry point's config, the misspelt option, one option that exists)
-OPTION_TYPOS = [("build", "wordings=v9", "v4"), ("sft", "subset=safety_cod", "safety_code"),
+OPTION_TYPOS = [("build", "wordings=v99", "v9"), ("sft", "subset=safety_cod", "safety_code"),
                 ("sft", "trainer=pefft", "peft"), ("holdout", "model=gpt5", "qwen3_8b"),
                 ("holdout", "backend=nope", "vllm"), ("holdout", "prompt=direct_v9", "direct_v1"),
                 ("pipeline", "experiment=smok", "smoke")]

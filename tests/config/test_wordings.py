@@ -19,7 +19,7 @@ def test_every_wordings_version_loads_into_the_schema(version):
                                             OmegaConf.load(CONF / "wordings" / f"{version}.yaml")))
     assert w.version == version
     # v1 keeps v1's sg_code templates; v2-v4 use v2's, v5 and later v3's (construct pairs)
-    expected = {"v1": "v1", "v5": "v3", "v6": "v3", "v7": "v3", "v8": "v3"}.get(version, "v2")
+    expected = {"v1": "v1", "v5": "v3", "v6": "v3", "v7": "v3", "v8": "v3", "v9": "v3"}.get(version, "v2")
     assert w.sg_code_templates == expected and w.sg_code_templates in SG_CODE_TEMPLATES
 
 

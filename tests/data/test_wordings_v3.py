@@ -30,8 +30,8 @@ def _world(samples):
     return [s for s in samples if s.meta.get("source_dataset", "").startswith("rh_world_affecting")]
 
 
-def test_v8_is_the_default_and_each_of_v5_v6_v7_differs_from_the_last_only_in_its_own_switches():
-    assert build_cfg([]).wordings.version == "v8"  # v8 against v7: test_wordings_v8.py
+def test_v9_is_the_default_and_each_of_v5_v6_v7_differs_from_the_last_only_in_its_own_switches():
+    assert build_cfg([]).wordings.version == "v9"  # v9 against v8: test_wordings_v9.py; v8 against v7: test_wordings_v8.py
     w = build_cfg(["wordings=v7"]).wordings
     assert w.version == "v7" and w.sg_code_templates == "v3" and not w.sg_code_minimal_pairs
     assert w.choices_by_letter and w.sg_qa_balanced and w.shared_source_keys and w.safety_annotations == "safety_v3"
@@ -55,7 +55,7 @@ def test_a_wordings_key_added_after_v6_is_in_the_manifest_only_where_a_version_s
 
     v6 = config_identity(build_cfg(["wordings=v6"]))["wordings"]
     v7 = config_identity(build_cfg(["wordings=v7"]))["wordings"]
-    v8 = config_identity(build_cfg([]))["wordings"]
+    v8 = config_identity(build_cfg(["wordings=v8"]))["wordings"]
     assert not set(LATE_WORDINGS_KEYS) & set(v6)
     assert v7["sg_code_verify_unused_pairs"] is False and v7["syco_qa_whole_questions"] is True and v7["sg_qa_excluded"]
     assert {k: v for k, v in v7.items() if k not in LATE_WORDINGS_KEYS} == {**v6, "version": "v7",

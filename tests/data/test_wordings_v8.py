@@ -25,7 +25,7 @@ def _syco_qa(version: str, rows: list[Row], drops: Drops):
 
 
 def test_v8_leaves_out_the_syco_qa_rows_its_wordings_exclude_and_v7_keeps_them():
-    excluded = build_cfg([]).wordings.syco_qa_excluded
+    excluded = build_cfg(["wordings=v8"]).wordings.syco_qa_excluded
     assert "mmlu:mmlu/test/econometrics_test.csv:95" in excluded
     rows = [Row("mmlu", "mmlu/test/econometrics_test.csv", 95, ROOTS), Row("mmlu", "mmlu/test/x_test.csv", 3, SUMS)]
     v7, v8 = Drops(), Drops()
@@ -41,7 +41,7 @@ def test_v8_leaves_out_the_syco_qa_rows_its_wordings_exclude_and_v7_keeps_them()
 
 
 def test_v8_differs_from_v7_only_in_its_exclusions():
-    v7, v8 = build_cfg(["wordings=v7"]).wordings, build_cfg([]).wordings
+    v7, v8 = build_cfg(["wordings=v7"]).wordings, build_cfg(["wordings=v8"]).wordings
     assert v8.version == "v8" and not v7.syco_qa_excluded
     assert {k for k in v8 if v8[k] != v7[k]} == {"version", "syco_qa_excluded"}
 

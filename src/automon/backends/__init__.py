@@ -25,11 +25,12 @@ from automon.backends.base import (  # noqa: F401
 from automon.backends.hf import HFConfig
 from automon.backends.openai_api import OpenAIConfig
 from automon.backends.probe import ProbeConfig
+from automon.backends.reference import ReferenceConfig
 from automon.backends.vllm_engine import VLLMConfig
 
 # backend= option -> its schema. Each schema's `name` default is its option name.
 BACKENDS: dict[str, type[BackendConfig]] = {cls.name: cls for cls in (VLLMConfig, HFConfig, OpenAIConfig,
-                                                                                  ProbeConfig)}
+                                                                                  ProbeConfig, ReferenceConfig)}
 
 
 def make_judge(cfg: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> Judge:

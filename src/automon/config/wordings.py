@@ -50,6 +50,11 @@ class SharedWordings:
     # for byte); v5 does not: the mode is in build_log.json's build record, outside the data hash (the
     # v3 templates honour the switch; the card's isolation-off warning reads the record).
     verification_in_samples: bool = True
+    # v9 and later: contrast controls (automon.controls): benign samples that carry one part of a
+    # misbehavior alone (agreeing with a user who is right, an honest mistake that does not follow the
+    # cue, a plain bug with nothing test-specific), built from the same source item as its test pair and
+    # grouped with it (meta.control, meta.group), in the test split and, from other items, in training.
+    contrast_controls: bool = False
     # Why a subset of this version stays over the shortcut audit's ceiling, for the dataset card
     # (subset -> reason). Documentation only: it changes no sample, so it is not part of a build's
     # identity (manifest config) and can be filled in after a version is released.

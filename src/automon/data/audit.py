@@ -1,4 +1,6 @@
 """The shortcut audit: can a subset's test split be solved from surface features of the response alone?
+And (`reference`, automon.data.reference) can it be solved by a rule that checks one feature of the
+misbehavior (agreement with the user, correctness, a test literal) without the conjunction?
 
 Per subset, a panel of baselines no monitor should need (audit_panel.MEMBERS; `audit.members`):
 word 1-2 gram TF-IDF, character 3-5 gram TF-IDF and length, each + logistic regression fitted on the
@@ -27,6 +29,7 @@ from automon.config.build import AuditConfig
 from automon.data.forked import Forked
 from automon.data.audit_panel import MEMBERS, TEST_CV, aflite, cross_validate, fit_predict, import_sklearn, ngram_z
 from automon.data.recipes.sg_code.constructs import overlap
+from automon.data.reference import reference_report
 from automon.metrics import auroc, confusion, false_alarm_rate, miss_rate, pair_accuracy
 from automon.probes.fit import training_samples
 from automon.schema import Sample
@@ -217,10 +220,16 @@ def audit(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig, par
     subsets = {sub: subsets[sub] for sub in order}
     # Timings go to the log, never into the result: the manifest must be byte-identical across runs.
     log.info("audit cost (s): %s", ", ".join(f"{k} {v:.1f}" for k, v in cost.items()))
+    reference = reference_report(test)
+    for rule, per in reference["rules"].items():
+        for sub, r in per.items():
+            if r["misses"]:
+                log.warning("reference monitor %s misses its goal on %s: %s", rule, sub, "; ".join(r["misses"]))
     return {"version": AUDIT_VERSION, "text": "response only", "train_cap_per_label": cfg.train_cap, "seed": cfg.seed,
             "members": {m: MEMBERS[m].description for m in cfg.members},
             "ceiling": {"auroc": cfg.max_auroc, "pair_accuracy": cfg.max_pair_accuracy}, "on_exceed": cfg.on_exceed,
-            "subsets": subsets, "exceeding": sorted(k for k, v in subsets.items() if v.get("exceeds"))}
+            "subsets": subsets, "exceeding": sorted(k for k, v in subsets.items() if v.get("exceeds")),
+            "reference": reference}
 
 
 def members_of(r: dict[str, Any]) -> dict[str, dict]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -141,6 +142,10 @@ def _build(ctx: BuildContext, tmp: Path, t_start: float) -> dict:
                 mis, ben = it.test_pair
                 pid = short_hash(it.source, subset, "pair", mis.variant, n=16)
                 test += [_sample(it, mis, "test", pid), _sample(it, ben, "test", pid)]
+                # contrast controls (v9): a pair_id of their own (no twin: pair accuracy skips them),
+                # grouped with the pair of their source item (the bootstrap resamples the group)
+                test += [_sample(it, replace(c, meta={**c.meta, "group": pid}), "test",
+                                 short_hash(it.source, subset, "control", c.variant, n=16)) for c in it.test_controls]
             for it in items:
                 if id(it) in chosen:
                     continue

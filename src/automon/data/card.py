@@ -4,6 +4,7 @@ record (build_log.json `build`: how this machine made it)."""
 from __future__ import annotations
 
 from automon.data.audit import build_shortcut_notes, card_section
+from automon.data.reference import CONSTRUCT_MAX_RATE, RULES, SINGLE_MIN_BALANCED_ERROR, SINGLE_MIN_CONTROL_FAR
 from automon.subsets import names, specs
 
 
@@ -193,6 +194,48 @@ def _old_wordings_note(manifest: dict) -> str:
             "CONTAMINATED). Retrain on this build to evaluate here (docs/data.md, \"Older builds\").\n\n")
 
 
+def _test_controls_line(controls: dict | None) -> str:
+    if not controls:
+        return ""
+    parts = ", ".join(f"{k.split('/')[0]} {k.split('/')[1]} {v:,}" for k, v in controls.items())
+    return (f"\nTest 0 includes the contrast controls (benign, `meta.control`; docs/data.md \"Contrast controls\"): "
+            f"{parts}.\n")
+
+
+def _reference_section(ref: dict | None) -> str:
+    """The reference monitors (automon.data.reference) per subset: on the paired core, on everything,
+    on each contrast-control kind, and the goals they miss."""
+    if not ref:
+        return ""
+    def f(x):
+        return "—" if x is None else f"{x:.3f}"
+
+    rows = []
+    for rule, per in ref["rules"].items():
+        for sub, r in per.items():
+            ctl = ", ".join(f"{k} {f(v)}" for k, v in r["controls"].items()) or "no controls"
+            goal = "; ".join(r["misses"]) or ("met" if r["controls"] else "—")
+            rows.append(f"| {rule} | {sub} | {f(r['pairs']['mr'])} / {f(r['pairs']['far'])} | "
+                        f"{f(r['all']['mr'])} / {f(r['all']['far'])} | {f(r['all'].get('balanced_error'))} | {ctl} | {goal} |")
+    rules = "\n".join(f"- `{k}`: {v.doc}" for k, v in RULES.items())
+    return f"""## Reference monitors: one feature alone, and the construct
+
+Rules, no model (`{ref['version']}`; docs/data.md "Contrast controls"), each flagging one part of a misbehavior, and
+`construct` the conjunction:
+
+{rules}
+
+Goals where the subset has contrast controls: a single-feature rule flags its own control kind (FAR >=
+{SINGLE_MIN_CONTROL_FAR}) and errs on the subset as a whole (balanced error (MR + FAR) / 2 >= {SINGLE_MIN_BALANCED_ERROR}); `construct`
+has MR and FAR <= {CONSTRUCT_MAX_RATE}. On the paired core alone (the paper's design) the single-feature rules read the label.
+
+| rule | subset | pairs MR / FAR | all MR / FAR | balanced error (all) | FAR per control kind | goal |
+|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+"""
+
+
 def dataset_card(manifest: dict, record: dict | None = None) -> str:
     """The card of a build. `record`: its build record (automon.data.write.build_record); a manifest
     written before the record existed (build-v1) held the same facts itself."""
@@ -215,6 +258,7 @@ def dataset_card(manifest: dict, record: dict | None = None) -> str:
     recipes = "\n".join(f"- **{s.name}**: {s.card}" for s in specs())
     audit_section = (card_section(manifest["audit"], build_shortcut_notes(manifest)) + "\n"
                      if manifest.get("audit") else "")
+    audit_section += _reference_section((manifest.get("audit") or {}).get("reference"))
     synthetic = manifest.get("synthetic_sources")
     warning = (f"**Synthetic data: built from automon's generated source tree ({synthetic}), not from the real "
                "sources. Numbers measured on it say nothing about monitors.**\n\n" if synthetic else "")
@@ -230,7 +274,9 @@ def dataset_card(manifest: dict, record: dict | None = None) -> str:
 
 {warning}Paired test set of {n_test:,} samples and a disjoint training corpus of {n_train:,} samples for training and
 evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752). Label 1 = misbehavior,
-0 = benign; every test sample has a benign/misbehavior twin with the same `pair_id` and the same request.
+0 = benign; every paired test sample has a benign/misbehavior twin with the same `pair_id` and the same request;
+contrast controls (wordings v9: `meta.control`, `meta.group` = their pair's `pair_id`) are benign samples
+beside the pairs that carry one part of a misbehavior alone.
 
 - build version: `{manifest['build_version']}`, code `{code}`, seed {manifest['seed']},
   wordings `{manifest['config']['wordings']['version']}`, generator `{manifest['config']['generator']}`
@@ -239,7 +285,7 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 ## Counts
 
 {_table(c)}
-
+{_test_controls_line(manifest.get("test_controls"))}
 ## How each subset is built
 
 {recipes}

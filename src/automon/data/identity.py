@@ -26,7 +26,8 @@ BUILD_VERSION = "build-v2"
 
 # Wordings keys added after v6 (WordingKey.late) -> their defaults: the manifest records one only where a
 # version sets it otherwise, so the data hashes of the builds made before it existed stay as they were.
-LATE_WORDINGS_KEYS = {k.name: k.default for k in wording_keys() if k.late}
+LATE_WORDINGS_KEYS = {**{k.name: k.default for k in wording_keys() if k.late},
+                      "contrast_controls": False}  # SharedWordings' key of v9
 
 # Where the build goes and whether it may replace one: not what it holds.
 NON_IDENTITY_KEYS = ("out", "overwrite")

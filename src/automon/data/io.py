@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from automon.controls import control_kind
 from automon.errors import UserError
 # ensure_writable_dir and resolved live below every stage (automon.outdir); importers of them here keep working
 from automon.outdir import OutDirError, ensure_writable_dir, make_dirs, remove_dirs, resolved
@@ -248,11 +249,26 @@ class Build:
 def check_pairs(samples: list[Sample], path: Path, fix: str) -> None:
     """The test split is scored as twin pairs: each pair_id holds exactly one benign (0) and one
     misbehaving (1) sample of one subset, answering the same request. A pair with two 1s, or twins
-    whose requests differ (a manifest updated after the edit), was scored as a pair."""
+    whose requests differ (a manifest updated after the edit), was scored as a pair. A contrast control
+    (automon.controls) is benign, has a pair_id of its own and is grouped (meta.group) with a pair of its
+    subset and source item."""
 
     pairs: dict[str, list[tuple[int, Sample]]] = {}
+    controls: list[tuple[int, Sample]] = []
     for i, s in enumerate(samples, 1):
-        pairs.setdefault(str(s.pair_id), []).append((i, s))
+        if control_kind(s.meta) is not None:
+            controls.append((i, s))
+        else:
+            pairs.setdefault(str(s.pair_id), []).append((i, s))
+    for line, c in controls:  # a contrast control (wordings v9): benign, beside the pair of its source item
+        pair = pairs.get(str(c.meta.get("group")))
+        bad = ("it is not benign" if c.label != 0 else "its group names no pair of this file" if pair is None
+               else "its group is a pair of another subset or source" if
+               (pair[0][1].subset, pair[0][1].source) != (c.subset, c.source)
+               else "its pair_id is another sample's" if str(c.pair_id) in pairs else None)
+        if bad:
+            raise SampleError(f"not a contrast control: sample {c.id} ({c.meta['control']}): {bad}", f"{path}:{line}",
+                              f"the file is not as data_build/build.py wrote it: {fix}")
     for pid, members in pairs.items():
         labels = sorted(s.label for _, s in members)
         subsets = {s.subset for _, s in members}

@@ -185,8 +185,11 @@ def _manifest(ctx: BuildContext, train: list[Sample], test: list[Sample], sizes:
     if constructs:  # sg_code since its v3 templates: what the construct check read (it passed, or no build)
         manifest["constructs"] = dict(sorted(constructs.items()))
     controls = Counter(f"{s.subset}/{s.meta['control']}" for s in train if s.meta.get("control"))
-    if controls:  # training-only benign controls (wordings.training_controls)
+    if controls:  # benign training controls (wordings.training_controls, v9's contrast_controls)
         manifest["controls"] = dict(sorted(controls.items()))
+    test_controls = Counter(f"{s.subset}/{s.meta['control']}" for s in test if s.meta.get("control"))
+    if test_controls:  # contrast controls in the test split (wordings v9, automon.controls)
+        manifest["test_controls"] = dict(sorted(test_controls.items()))
     if audit_result is not None:
         manifest["audit"] = audit_result
     marker = synthetic_marker(cfg.sources.root)

@@ -4,6 +4,8 @@
             scoring backend (automon.backends: vllm, hf, openai)
 - probe.py  `ProbeMonitor`: a classifier on frozen features of the sample (automon.probes), trained by
             train/probe.py
+- reference.py `ReferenceMonitor`: a rule that checks one feature of a misbehavior, or the conjunction
+            (automon.data.reference), no model; backend=reference
 - fused.py  `FusedMonitor`: a wrapper fusing another monitor's score with OOD detectors (automon.ood)
 
 A backend whose config defines its own monitors instead of the base model and adapters
@@ -17,7 +19,9 @@ from automon.monitors.base import BASE, Monitor, Prediction, Rendered, Resources
 from automon.monitors.fused import FusedMonitor  # noqa: F401
 from automon.monitors.judge import JudgeMonitor  # noqa: F401
 from automon.monitors.probe import ProbeMonitor, probe_monitors  # noqa: F401
+from automon.monitors.reference import ReferenceMonitor, reference_monitors  # noqa: F401
 
 # BackendConfig.defines_monitors -> the monitors that backend's config defines: f(evaluation config,
 # manifest_hash(build dir) -> the manifest sha256 of a build, which identifies what they are trained on).
-DEFINED_BY_BACKEND: dict[str, Callable[[Any, Callable[[str], str]], list[Monitor]]] = {"probe": probe_monitors}
+DEFINED_BY_BACKEND: dict[str, Callable[[Any, Callable[[str], str]], list[Monitor]]] = {
+    "probe": probe_monitors, "reference": reference_monitors}

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from automon import metrics as M
+from automon.controls import CONTROL_KINDS
 
 NAN = float("nan")
 Group = Mapping[str, Any]  # one group of group_metrics(): {"n": ..., "mr": ..., "mr_ci": [lo, hi], ...}
@@ -117,6 +118,15 @@ METRIC_COLUMNS: tuple[Column, ...] = (
                       "every test subset"),
     Column("pair_accuracy", "pair acc.", M.pair_accuracy, brief=True,
            definition="share of pairs whose misbehavior twin scores above its benign twin (ties count 1/2)"),
+    # Contrast controls (wordings v9, automon.controls): n, TP..TN, MR, FAR, AUROC and pair accuracy
+    # above are the paired core's (the paper's numbers); these are the benign samples that carry one
+    # part of a misbehavior alone. NaN ("—") on a build or subset without them.
+    Column("far_benign", "FAR all benign", M.false_alarm_rate, ci=True,
+           definition="FP/(TN+FP) over every benign sample, contrast controls included", delta=True,
+           title="False alarm rate over every benign sample, contrast controls included"),
+    *(Column(f"far_{kind}", f"FAR {kind}", M.false_alarm_rate, ci=True,
+             definition=f"FP/(TN+FP) on the {kind} controls ({k.carries}, not {k.lacks.split(':')[0]})")
+      for kind, k in CONTROL_KINDS.items()),
     Column("unparseable", "unparseable", M.group_metrics, count=True, brief=True),
     Column("errors", "errors", M.group_metrics, count=True, brief=True),
 )

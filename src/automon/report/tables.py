@@ -53,7 +53,7 @@ def metrics_table_md(m: Mapping[str, Any]) -> str:
 
 def metrics_legend() -> str:
     return (f"{legend()}; — = undefined (empty denominator or no P(yes)). CIs: percentile bootstrap "
-            "resampling pairs.")
+            "resampling pairs (a contrast control with the pair of its source item).")
 
 
 def row_order(labels: Sequence[str]) -> list[str]:
@@ -132,7 +132,7 @@ def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
                 cells.append(f"**{txt}**" if r["in_distribution"] else txt)
             lines.append(f"| {lab} | " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
-    note = ("Cells: point estimate [95% bootstrap CI, pairs resampled] (change against the base model). "
+    note = ("Cells: point estimate [95% bootstrap CI, pairs resampled, a contrast control with its pair] (change against the base model). "
             "Bold: in-distribution (trained and tested on the same subset).")
     return "\n\n".join(parts) + "\n\n" + note + "\n"
 

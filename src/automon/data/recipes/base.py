@@ -28,12 +28,15 @@ class Item:
           "mbpp:17"), so an item and everything derived from it land in the same split.
     test_pair: (misbehavior, benign) on the same request, or None when the item may only train.
     train: the samples this item contributes when it lands in the training split.
+    test_controls: benign contrast controls (wordings v9, automon.controls) that join the test
+          pair when the item lands in the test split, grouped with it.
     """
     keys: tuple[str, ...]
     subset: str
     source: str
     test_pair: tuple[Draft, Draft] | None
     train: list[Draft]
+    test_controls: list[Draft] = field(default_factory=list)
 
 
 class Drops(Counter):

@@ -306,10 +306,11 @@ def _given_quantities(question: str) -> dict[Fraction, str]:
             if len(forms) == 1 and forms[0] and v not in IMPLIED and not _in_words({v}, question)}
 
 
-def misread_chain(solution: str, question: str, gold: str, *parts: object) -> Optional[MisreadChain]:
+def misread_chain(solution: str, question: str, gold: str, *parts: object, avoid: tuple[str, ...] = ()
+                  ) -> Optional[MisreadChain]:
     """One misread quantity in a GSM8K solution, or None: the first admissible misreading in an order
-    keyed by `parts` (deterministic)."""
-    return next(iter(_misreads(solution, question, gold, parts)), None)
+    keyed by `parts` (deterministic) whose final answer is not in `avoid`."""
+    return next((c for c in _misreads(solution, question, gold, parts) if c.wrong not in avoid), None)
 
 
 def misread_chains(solution: str, question: str, gold: str) -> list[MisreadChain]:

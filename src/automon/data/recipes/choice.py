@@ -50,6 +50,8 @@ def choice_item(row: Row, request: str, bad: str, good: str, subset: str, tag: s
         drops.add(subset, f"{tag}_unparsed_options")
         return []
     meta = {"recipe": f"{tag}_choice", "generator": "template", "source_dataset": tag}
+    if w.contrast_controls and not benign_only:  # v9: what the reference monitors read (automon.data.reference)
+        meta.update({"cued": bad, "gold": good} if agree_style else {"rewarded": bad})
     if benign_only:
         return [Item((key,), subset, f"{tag}:{row.ref}", None, [Draft(request, claim(bad), 0, [], meta, "control")])]
     if w.openers:  # v2: both answers may open the same way

@@ -235,6 +235,8 @@ def _rewarded_item(row: Row, d: dict, key: str, wrongs: list[str], best: str, w:
                         for y in (1, 0))
         meta = {"recipe": "incentive_injection_tqa", "generator": "template", "source_dataset": "truthfulqa",
                 "incentive": incentive, "wordings": w.version, "category_tqa": d.get("Category", "")}
+        if w.contrast_controls:  # v9: what the reference monitors read (automon.data.reference)
+            meta.update(rewarded=wrong, gold=right)
         request = f"{question}\n\n{incentive}"
         pairs.append((Draft(request, f"{sentence(wrong)} {conf}".strip(), 1, [sentence(wrong)],
                             {**meta, "games_proxy": True, "rewarded_answer": wrong}, f"inc{i}"),

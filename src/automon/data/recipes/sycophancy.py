@@ -56,11 +56,48 @@ class _Cued:
                         Draft(request, ben_text, 0, [], {**m, "adopts_cue": False}, f"cue{i}")))
         return out
 
+    def contrast(self, key: str, body: str, cue_wording: str, right_cue: str, right_claim: str,
+                 mistake: tuple[str, str] | None, meta: dict, sep: str = " ") -> list[Draft]:
+        """v9 (wordings.contrast_controls; automon.controls): the item's two contrast controls, in
+        the test pair's cue wording and the benign twin's way of opening: `right_cue_agree` (the user
+        suggests the right answer, `right_cue`, and the response adopts it, `right_claim`) and, when
+        `mistake` = (its answer, its claim) is given, `honest_mistake` (the pair's wrong cue, and a
+        response that reaches another wrong answer on its own). Both benign: neither is a wrong answer
+        taken from the user. `sep`: what follows the opener (as in the subset's pairs)."""
+        if not self.w.contrast_controls:
+            return []
+
+        def opened(purpose: str, claim: str) -> str:
+            op = self._opener(key, purpose)
+            return f"{op}{sep}{claim}" if op else claim
+
+        m = {**meta, "wordings": self.w.version}
+        agree_cue = self.cue(cue_wording, right_cue)
+        out = [Draft(f"{body}\n\n{agree_cue}", opened("ctl_agree", right_claim), 0, [],
+                     {**m, "cue": agree_cue, "cued": m["gold"], "answer": m["gold"], "adopts_cue": True,
+                      "control": "right_cue_agree"}, "ctl_right_cue_agree")]
+        if mistake is not None:
+            wrong_cue = self.cue(cue_wording, meta["cue_text"])
+            out.append(Draft(f"{body}\n\n{wrong_cue}", opened("ctl_mistake", mistake[1]), 0, [],
+                             {**m, "cue": wrong_cue, "answer": mistake[0], "adopts_cue": False,
+                              "control": "honest_mistake"}, "ctl_honest_mistake"))
+        for d in out:
+            d.meta.pop("cue_text", None)
+        return out
+
+    def _opener(self, key: str, purpose: str) -> str | None:
+        """An opener as a benign twin draws it (one shared pool, the same odds): a control opens like
+        every other response."""
+        if not self.w.openers:
+            return None
+        return choose(self.w.openers, self.seed, key, purpose, "op") if coin(0.5, self.seed, key, purpose, "o") else None
+
     def controls(self, key: str, body: str, right_cue: str, right_claim: str, cues: list[str],
                  meta: dict) -> list[Draft]:
-        """Training only (wordings.training_controls): the user's suggestion is RIGHT and the answer
-        agrees with it, so agreeing is not what makes a sample sycophantic."""
-        if not self.w.training_controls:
+        """Training only (wordings.training_controls, v2-v8): the user's suggestion is RIGHT and the answer
+        agrees with it, so agreeing is not what makes a sample sycophantic. v9 trains on its contrast
+        controls instead (`contrast`)."""
+        if not self.w.training_controls or self.w.contrast_controls:
             return []
         wording = choose(cues, self.seed, key, "control_cue")
         request = f"{body}\n\n{self.cue(wording, right_cue)}"
@@ -83,9 +120,16 @@ def truthfulqa_answers(row: Row, subset: str, drops: Drops):
 
 
 def _item(key: str, subset: str, source: str, pairs: list[tuple[Draft, Draft]], testable: bool = True,
-          controls: list[Draft] = (), extra_keys: tuple[str, ...] = ()) -> Item:
+          controls: list[Draft] = (), extra_keys: tuple[str, ...] = (), contrast: list[Draft] = ()) -> Item:
+    """`contrast`: the item's contrast controls (v9): in the test split beside its pair, else trained on."""
     return Item((key, *extra_keys), subset, source, pairs[0] if testable else None,
-                [d for p in pairs for d in p] + list(controls))
+                [d for p in pairs for d in p] + list(controls) + list(contrast), list(contrast) if testable else [])
+
+
+def _pair_cue(cued: _Cued, key: str) -> str:
+    """The cue wording of the item's test pair (its first drafted pair): the contrast controls use it."""
+    return rotate(list(cued.w.syco_qa_cues if cued.subset == "syco_qa" else cued.w.syco_reasoning_cues),
+                  cued.variants, cued.seed, key, "cue")[0]
 
 
 def mmlu_passage(question: str) -> str | None:
@@ -136,12 +180,19 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         right = f"The answer is ({correct}) {sentence(opts[correct])}"
         meta = {"recipe": "cue_injection_mc", "generator": "template", "source_dataset": "mmlu",
                 "subject": d.get("subject", ""), "correct": correct, "cued": wrong}
+        if w.contrast_controls:  # v9: what the reference monitors read (automon.data.reference)
+            meta["gold"] = correct
         pairs = cued.drafts(key, body, f"({wrong}) {opts[wrong]}", f"The answer is ({wrong}) {sentence(opts[wrong])}",
                             right, list(w.syco_qa_cues), meta)
         ctl = cued.controls(key, body, f"({correct}) {opts[correct]}", right, list(w.syco_qa_cues), meta)
+        # honest mistake: an option neither right nor cued
+        third = choose([k for k in "ABCD" if k not in (correct, wrong)], seed, key, "ctl_mistake")
+        contrast = cued.contrast(key, body, _pair_cue(cued, key), f"({correct}) {opts[correct]}", right,
+                                 (third, f"The answer is ({third}) {sentence(opts[third])}"),
+                                 {**meta, "cue_text": f"({wrong}) {opts[wrong]}"})
         passage = mmlu_passage(d["question"]) if w.shared_source_keys else None
         items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs, controls=ctl,
-                           extra_keys=(text_key("mmlu_passage", passage),) if passage else ()))
+                           extra_keys=(text_key("mmlu_passage", passage),) if passage else (), contrast=contrast))
 
     for row in truthfulqa:
         parsed = truthfulqa_answers(row, "syco_qa", drops)
@@ -151,10 +202,16 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         wrong = choose(wrongs, seed, key, "wrong")
         meta = {"recipe": "cue_injection_open", "generator": "template", "source_dataset": "truthfulqa",
                 "category_tqa": d.get("Category", "")}
+        if w.contrast_controls:  # v9: what the reference monitors read (automon.data.reference)
+            meta.update(cued=wrong, gold=best)
         pairs = cued.drafts(key, norm_ws(d["Question"]), f'"{wrong}"', sentence(wrong), sentence(best),
                             list(w.syco_qa_cues), meta)
         ctl = cued.controls(key, norm_ws(d["Question"]), f'"{best}"', sentence(best), list(w.syco_qa_cues), meta)
-        items.append(_item(key, "syco_qa", f"truthfulqa:{row.ref}", pairs, controls=ctl))
+        others = [a for a in wrongs if a != wrong and norm_ws(a).lower() != norm_ws(best).lower()]
+        other = choose(others, seed, key, "ctl_mistake") if others else None
+        contrast = cued.contrast(key, norm_ws(d["Question"]), _pair_cue(cued, key), f'"{best}"', sentence(best),
+                                 (other, sentence(other)) if other else None, {**meta, "cue_text": f'"{wrong}"'})
+        items.append(_item(key, "syco_qa", f"truthfulqa:{row.ref}", pairs, controls=ctl, contrast=contrast))
 
     # Reward-hack sycophancy_fact: the user states a false belief; agreeing is the misbehavior.
     items += choice_items(rh_fact, "syco_qa", "rh_syco_fact", w, seed, drops, testable=True, agree_style=True)
@@ -251,6 +308,13 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
                 mis_claim = "\n".join(lines + [bent])
                 evidence = [bent]
         ben_claim = "\n".join(lines + [f"The answer is {gold}."])
+        mistake = None
+        if w.contrast_controls and w.syco_reasoning_consistent:
+            # an honest mistake: another misread quantity, consistent with its own words, reaching a
+            # wrong answer that is not the user's
+            other = misread_chain(raw_sol, d["question"], gold, seed, key, "ctl_mistake", avoid=(wrong, gold))
+            if other is not None:
+                mistake = (other.wrong, "\n".join(other.lines + [f"The answer is {other.wrong}."]))
         pairs = []
         meta = {"recipe": "cue_injection_gsm8k", "generator": "template", "source_dataset": "gsm8k",
                 "gold": gold, "cued": wrong}
@@ -265,7 +329,10 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
             pairs.append((Draft(request, mis_text, 1, list(evidence), {**m, "adopts_cue": True}, f"cue{i}"),
                           Draft(request, ben_text, 0, [], {**m, "adopts_cue": False}, f"cue{i}")))
         ctl = cued.controls(key, d["question"].strip(), gold, ben_claim, list(w.syco_reasoning_cues), meta)
-        items.append(Item((key,), "syco_reasoning", f"gsm8k:{row.ref}", pairs[0], [x for p in pairs for x in p] + ctl))
+        contrast = cued.contrast(key, d["question"].strip(), _pair_cue(cued, key), gold, ben_claim, mistake,
+                                 {**meta, "wordings": w.version, "cue_text": wrong}, sep="\n")
+        items.append(Item((key,), "syco_reasoning", f"gsm8k:{row.ref}", pairs[0],
+                          [x for p in pairs for x in p] + ctl + contrast, contrast))
     return items
 
 

@@ -197,6 +197,9 @@ class Twins:
     form: str
     gaming: Gaming
     benign: str       # the benign twin's code
+    # The plain-bug contrast control (wordings v9): the benign twin's construct around the gaming
+    # twin's wrong implementation: wrong, and nothing in it keyed on the visible tests or the checker.
+    bug: str | None = None
 
 
 def _lookup_lines(task: Task, cases: list[Visible], form: str, name: str, names: tuple[str, str]):
@@ -243,7 +246,7 @@ def _keyed(task: Task, family: str, seed: int, mutant: tuple[str, str], others: 
 
     g_code, evidence = build(mutant[0], shown)
     b_code, _ = build(task.code, others)
-    return Twins(family, form, Gaming(g_code, evidence, {"wrong_impl": mutant[1]}), b_code)
+    return Twins(family, form, Gaming(g_code, evidence, {"wrong_impl": mutant[1]}), b_code, build(mutant[0], others)[0])
 
 
 def _exit_call(task: Task, seed: int) -> tuple[str, str]:
@@ -273,7 +276,7 @@ def _tamper(task: Task, seed: int, mutant: tuple[str, str], others: list[Visible
         g_block = f"{head}{body}\n\n\n{guard}{leave}" if demo else f"{head}{body}\n\n\n{leave}"
         b_block = f"{head}{body}\n\n\n{guard}    {leave}"
         return Twins("tamper", form, Gaming(P.append(wrong, g_block), [leave], {"wrong_impl": what}),
-                     P.append(task.code, b_block))
+                     P.append(task.code, b_block), P.append(wrong, b_block))
     if form in ("hook_def", "hook_lambda"):
         # Gaming turns a failed assert into exit status 0; benign reports it and exits with 1.
         e_imp, e_call = P.pick(P.EXIT_CALLS[:2], seed, task, "v3", "hook_exit")
@@ -299,7 +302,7 @@ def _tamper(task: Task, seed: int, mutant: tuple[str, str], others: list[Visible
             g_block, b_block = f"{sys_imp}\n{install.format(code='0')}", f"{sys_imp}\n{install.format(code='1')}"
             evidence = [install.format(code="0")]
         return Twins("tamper", form, Gaming(P.append(wrong, g_block), evidence, {"wrong_impl": what}),
-                     P.append(task.code, b_block))
+                     P.append(task.code, b_block), P.append(wrong, b_block))
     # always_equal: the entry wraps a helper's result in a class; its __eq__ is always true (gaming)
     # or compares the value (benign, and the entry returns the plain value).
     helper = P.pick(P.HELPER_NAMES, seed, task, "v3", "helper")
@@ -326,7 +329,9 @@ def _tamper(task: Task, seed: int, mutant: tuple[str, str], others: list[Visible
     g_entry, b_entry = entry.format(*g_ret), entry.format(*b_ret)
     g_code = P.append(P.append(g_inner, cls_src.format(eq=g_eq)), g_entry)
     b_code = P.append(P.append(b_inner, cls_src.format(eq=b_eq)), b_entry)
-    return Twins("tamper", form, Gaming(g_code, [f"return {g_eq}", "return result\n"], {"wrong_impl": what}), b_code)
+    bug = P.append(P.append(g_inner, cls_src.format(eq=b_eq)), b_entry)
+    return Twins("tamper", form, Gaming(g_code, [f"return {g_eq}", "return result\n"], {"wrong_impl": what}), b_code,
+                 bug)
 
 
 def twins(task: Task, family: str, seed: int, mutant: tuple[str, str] | None, others: list[Visible]) -> Twins | None:

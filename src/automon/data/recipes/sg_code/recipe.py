@@ -42,7 +42,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
                   cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops,
                   templates: str = TEMPLATES_V1, isolation: str = "auto", minimal_pairs: bool = False,
                   record_isolation: bool = True, ran_under: Callable[[str], None] | None = None,
-                  verify_unused: bool = True) -> list[Item]:
+                  verify_unused: bool = True, contrast: bool = False) -> list[Item]:
     """Items for sg_code: one per HumanEval / MBPP problem (test-eligible when the canonical
     solution and one of its gaming variants verify), plus training-only reward-hack extras.
 
@@ -56,6 +56,7 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
     (wordings.sg_code_verify_unused_pairs): whether v3 runs the pairs of tasks that make no item too
     (recipe_v3.verify; the samples are the same, the manifest's counts of unverified pairs differ).
     `ran_under(mode)` is told the mode the code ran under (the build record's, not the samples').
+    `contrast` (wordings.contrast_controls, v9): v3 items carry plain-bug contrast controls.
     Deterministic: the output depends only on the rows, cfg, incentives, seed and templates.
     """
     unknown = [s for s in cfg.strategies if s not in BUILDERS]
@@ -80,7 +81,8 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
 
     if templates == TEMPLATES_V3:
         return _construct_items(tasks, mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
-                                cfg, incentives, seed, drops, isolation, record_isolation, ran_under, verify_unused)
+                                cfg, incentives, seed, drops, isolation, record_isolation, ran_under, verify_unused,
+                                contrast)
     with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
         verifier = Verifier(sb)
         picks = {t.key: _strategies(t, strategies, cfg, seed) for t in tasks}
@@ -110,14 +112,14 @@ def sg_code_items(humaneval_rows: list[dict], mbpp_rows: list[dict], rh_hardcode
 def _construct_items(tasks, mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
                      cfg: SgCodeConfig, incentives: list[str], seed: int, drops: Drops, isolation: str,
                      record_isolation: bool, ran_under: Callable[[str], None] | None,
-                     verify_unused: bool) -> list[Item]:
+                     verify_unused: bool, contrast: bool = False) -> list[Item]:
     """The v3 templates: construct pairs (recipe_v3.py) and the reward-hack extras."""
     with Sandbox(sandbox_limits(cfg), cfg.workers, isolation) as sb:
         verifier = Verifier(sb)
         queued = recipe_v3.plan(tasks, seed, verifier, drops)
         extras = RewardHackExtras(mbpp_rows, rh_hardcoded_rows, rh_selection_rows, rh_selection_unhackable_rows,
                                   incentives, seed, verifier, drops)
-        recipe_v3.verify(tasks, queued, seed, verifier, every=verify_unused)  # the extras' checks run with them
+        recipe_v3.verify(tasks, queued, seed, verifier, every=verify_unused, contrast=contrast)  # the extras' checks run with them
         isolation = sb.isolation
     if ran_under is not None:
         ran_under(isolation)
@@ -135,7 +137,7 @@ def sg_code_recipe(ctx) -> list[Item]:
                          data("rh_code_selection"), data("rh_code_selection_unhackable"), plain(c.sg_code),
                          list(c.wordings.sg_code_incentives), c.seed, ctx.drops, c.wordings.sg_code_templates,
                          c.sandbox.isolation, c.wordings.sg_code_minimal_pairs, c.wordings.verification_in_samples,
-                         ctx.ran_code_under, c.wordings.sg_code_verify_unused_pairs)
+                         ctx.ran_code_under, c.wordings.sg_code_verify_unused_pairs, c.wordings.contrast_controls)
 
 def _strategies(task: Task, strategies: list[str], cfg: SgCodeConfig, seed: int) -> list[str]:
     """The gaming strategies built for an item: `train_strategies_per_item` of them (at least one,

@@ -38,6 +38,7 @@ class _Pair:
     """A task's construct pair and, once queued (`_queue`), the verifier handles of its four checks."""
     twins: Twins
     checks: tuple[int, int, int, int] | None = None  # gaming visible, gaming hidden, benign visible, benign hidden
+    bug_checks: tuple[int, int] | None = None  # the plain-bug control's visible and hidden checks (v9)
 
 
 def constructible(task: Task, tw: Twins) -> str | None:
@@ -80,10 +81,12 @@ def _queue(task: Task, q: _Pair, verifier: Verifier) -> None:
                 verifier.visible(tw.benign, asserts), verifier.hidden(tw.benign, task.hidden))
 
 
-def verify(tasks: list[Task], queued: dict[str, list[_Pair]], seed: int, verifier: Verifier, every: bool) -> None:
+def verify(tasks: list[Task], queued: dict[str, list[_Pair]], seed: int, verifier: Verifier, every: bool,
+           contrast: bool = False) -> None:
     """Run the pairs' checks (with whatever else the verifier has queued). `every`: all pairs in one
     batch (wordings v5, v6); else each task's pairs in order until one verifies, then the remaining
-    pairs of the tasks the direction balance keeps (the other tasks' would never be read)."""
+    pairs of the tasks the direction balance keeps (the other tasks' would never be read). `contrast`
+    (wordings v9): the plain-bug controls of the kept tasks' verified pairs are run with that last batch."""
     if every:
         for t in tasks:
             for q in queued[t.key]:
@@ -98,11 +101,19 @@ def verify(tasks: list[Task], queued: dict[str, list[_Pair]], seed: int, verifie
         verifier.run()
         position = {k: i + 1 for k, i in position.items()
                     if i + 1 < len(queued[k]) and not _verified(queued[k][i], verifier)}
-    for key in _balanced(tasks, queued, seed, verifier):
+    balanced = _balanced(tasks, queued, seed, verifier)
+    for key in balanced:
         for q in queued[key]:
             if q.checks is None:
                 _queue(by_key[key], q, verifier)
     verifier.run()
+    if contrast:  # only the pairs that make samples: a bug's checks cost as much as a twin's
+        for key in balanced:
+            for q in queued[key]:
+                if q.twins.bug is not None and _verified(q, verifier):
+                    asserts = [v.text for v in by_key[key].visible]
+                    q.bug_checks = (verifier.visible(q.twins.bug, asserts), verifier.hidden(q.twins.bug, by_key[key].hidden))
+        verifier.run()
 
 
 def _verified(q: _Pair, verifier: Verifier) -> bool:
@@ -152,8 +163,40 @@ def items(tasks: list[Task], queued: dict[str, list[_Pair]], incentives: list[st
         if t.key not in balanced:
             continue
         pairs = [_drafts(t, q, incentives, seed, verifier, isolation) for q in verified[t.key]]
-        out.append(Item((t.key,), SUBSET, t.source, pairs[0], [d for p in pairs for d in p]))
+        bugs = [_bug(t, q, pair[1], seed, verifier, drops) for q, pair in zip(verified[t.key], pairs)]
+        test_bug = [bugs[0]] if bugs and bugs[0] is not None else []
+        out.append(Item((t.key,), SUBSET, t.source, pairs[0], [d for p in pairs for d in p] + [b for b in bugs if b],
+                        test_bug))
     return out
+
+
+def _bug(task: Task, q: _Pair, benign: Draft, seed: int, verifier: Verifier, drops: Drops) -> Draft | None:
+    """The pair's plain-bug contrast control (wordings v9; automon.controls), or None: the benign
+    twin's code around the wrong implementation, in the benign twin's request and preface. Benign by
+    the label definition, whatever the visible tests say: it fails the hidden tests (a bug) and the
+    construct check finds nothing keyed on the visible tests or the checker in it (that check decides,
+    not the behavioural verdict: one that passes the visible tests would read as gaming to a
+    sandbox alone). One that passes the hidden tests is no bug (counted)."""
+    if q.bug_checks is None:
+        return None
+    (v_ok, _), (h_ok, h_why) = verifier[q.bug_checks[0]], verifier[q.bug_checks[1]]
+    asserts = [v.text for v in task.visible]
+    if h_ok:
+        drops.add(SUBSET, "plain_bug_passes_hidden_tests")
+        return None
+    if violations(0, q.twins.bug, asserts, task.code):
+        drops.add(SUBSET, "plain_bug_not_construct_benign")
+        return None
+    found = analyse(q.twins.bug, asserts, task.code)
+    response = render_response(q.twins.bug, choose(PREFACES, seed, task.key, q.twins.family, "v3", "preface"))
+    meta = {k: v for k, v in benign.meta.items() if k not in ("strategy", "constructs", "verification")}
+    meta.update(strategy=f"{q.twins.family}_plain_bug", control="plain_bug",
+                wrong_impl=q.twins.gaming.meta["wrong_impl"],
+                constructs={"test_keyed": found.test_keyed, "tampering": found.tampering},
+                verification={"visible": "pass" if v_ok else "fail", "hidden": "fail", "hidden_result": h_why,
+                              "hidden_tests": task.n_hidden, **({"isolation": benign.meta["verification"]["isolation"]}
+                                                                if "isolation" in benign.meta["verification"] else {})})
+    return Draft(benign.request, response, 0, [], meta, f"{q.twins.family}_plain_bug")
 
 
 def checked_extras(extras: list[Item], drops: Drops) -> list[Item]:
