@@ -41,6 +41,8 @@ CASES = {
               ["backend.features=lexical", "backend.layer=1", "backend.pooling=last", "backend.max_length=128",
                "model=smollm2_135m_instruct"],
               ["backend.batch_size=3", "backend.chunk_size=7"]),
+    # a rule's predictions are keyed by its monitor's hash (the rule and REFERENCE_VERSION); no model reads
+    "reference": ([], [], ["model=tiny", "backend.chunk_size=7", "backend.rules=[agrees]"]),
 }
 
 

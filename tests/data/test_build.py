@@ -34,11 +34,17 @@ def test_counts_pairs_and_contract(small_build):
     b = load_build(small_build)
     test, train = b.samples("test"), b.samples("train")
     counts = b.manifest["counts"]
+    controls = b.manifest.get("test_controls", {})  # wordings v9: benign contrast controls beside the pairs
     for subset in SUBSETS:
-        assert counts["test"][subset] == {"0": 6, "1": 6}, subset
+        extra = sum(n for k, n in controls.items() if k.startswith(f"{subset}/"))
+        assert counts["test"][subset] == {"0": 6 + extra, "1": 6}, subset
         assert counts["train"][subset]["0"] + counts["train"][subset]["1"] > 0, subset
+    assert {k.split("/")[0] for k in controls} == {"syco_qa", "syco_reasoning", "sg_code"}
     pairs: dict[str, list] = {}
     for s in test:
+        if s.meta.get("control"):
+            assert s.label == 0 and s.meta["group"] != s.pair_id and not s.evidence
+            continue
         pairs.setdefault(s.pair_id, []).append(s)
     assert len(pairs) == 36
     for twins in pairs.values():

@@ -20,9 +20,11 @@ def test_paper_proportions_and_pairs(real_build):
     c = real_build.manifest["counts"]
     pairs = {"safety_qa": 293, "safety_code": 293, "syco_qa": 241, "syco_reasoning": 240, "sg_qa": 219, "sg_code": 219}
     card = (real_build.path / "README.md").read_text()
+    controls = real_build.manifest.get("test_controls", {})  # v9: benign contrast controls beside the pairs
     for s, n in pairs.items():
         shipped = real_build.manifest["test_pairs"][s]
-        assert c["test"][s] == {"0": shipped, "1": shipped}, s
+        extra = sum(k for name, k in controls.items() if name.startswith(f"{s}/"))
+        assert c["test"][s] == {"0": shipped + extra, "1": shipped}, s
         if s.startswith("safety_"):
             assert 0 < shipped <= n, s
             if shipped < n:
@@ -61,6 +63,9 @@ def test_every_sg_code_sample_was_verified(real_build):
     for s in samples:
         if s.meta.get("source_dataset") in ("humaneval", "mbpp"):
             v = s.meta["verification"]
+            if s.meta.get("control") == "plain_bug":  # a bug: fails the hidden tests; the visible ones either way
+                assert s.label == 0 and v["hidden"] == "fail" and v["visible"] in ("pass", "fail"), s.id
+                continue
             assert v["visible"] == "pass", s.id
             assert v["hidden"] == ("fail" if s.label == 1 else "pass"), s.id
 

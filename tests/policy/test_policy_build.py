@@ -182,7 +182,7 @@ def test_sg_code_policy_is_labelled_by_execution(synth_root, tmp_path, scripted_
     run_build(build_cfg([f"sources.root={synth_root}", f"out={tmpl}", "subsets=[sg_code]", "test.sg_code=2"]))
     solutions: dict[str, dict] = {}
     for s in load_build(tmpl).samples("test") + load_build(tmpl).samples("train"):
-        if s.subset == "sg_code" and s.meta.get("recipe") == "sg_code_template":
+        if s.subset == "sg_code" and s.meta.get("recipe") == "sg_code_template" and not s.meta.get("control"):
             solutions.setdefault(s.request, {})[s.label] = s.response
     # The request without the incentive (its last paragraph) gets the canonical solution.
     solutions.update({r.rsplit("\n\n", 1)[0]: {0: sol[0]} for r, sol in list(solutions.items())})

@@ -120,8 +120,17 @@ DEEP = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\nassert x\n"
     ("keyword entry", None, None, ("--entry", "lambda"), "--entry must be a Python identifier"),
     ("hidden does not parse", None, "assert add(1, 2) ==\n", (), "the hidden tests do not parse"),
     ("visible does not parse", "assert add(1, 2) ==\n", None, (), "the visible tests do not parse"),
-    ("empty hidden", None, "", (), "the hidden tests contain no assert or raise"),
-    ("hidden without a test", None, "x = add(1, 2)\n", (), "the hidden tests contain no assert or raise"),
+    ("empty hidden", None, "", (), "the hidden tests run no assert or raise"),
+    ("hidden without a test", None, "x = add(1, 2)\n", (), "the hidden tests run no assert or raise"),
+    # round three: checks that exist but never run (a function nobody names, a constant false branch)
+    ("assert in an uncalled function", None, "def t():\n    assert add(1, 2) == 99\nx = add(1, 2)\n", (),
+     "the hidden tests run no assert or raise"),
+    ("raise under if False", None, "if False:\n    raise AssertionError\nx = add(1, 2)\n", (),
+     "the hidden tests run no assert or raise"),
+    ("assert under while 0", None, "while 0:\n    assert add(1, 2) == 99\n", (), "the hidden tests run no assert or raise"),
+    ("assert True only", None, "assert True\nx = add(1, 2)\n", (), "the hidden tests run no assert or raise"),
+    ("a test method never collected", None, "class T:\n    def helper(self):\n        assert add(1, 2) == 9\n", (),
+     "the hidden tests run no assert or raise"),
     ("deep hidden", None, DEEP, (), "the hidden tests do not parse"),
     ("deep setup", None, None, ("--setup", "DEEP"), "the hidden setup does not parse"),
     ("two entries", "assert add(1, 2) == 3 and sub(3, 1) == 2\n", None, (), "name the one under test with --entry"),
@@ -136,6 +145,33 @@ def test_bad_input_is_one_error_line(tmp_path, mode, case, visible, hidden, extr
     assert p.returncode == 2 and p.stdout == "", (case, p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], p.stderr
+
+
+@pytest.mark.parametrize("hidden", [
+    "def check(candidate):\n    assert candidate(2, 2) == 4\n",                 # HumanEval's check(), called by the tool
+    "def t(f):\n    assert f(1, 2) == 3\nt(add)\n",                             # a helper, called
+    "tests = [lambda: add(1, 2)]\ndef run(t):\n    assert t() == 3\nfor t in tests:\n    run(t)\n",
+    "if True:\n    assert add(1, 2) == 3\nelse:\n    pass\n",
+    "import unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n        assert add(1, 2) == 3\n"
+    "unittest.main(exit=False)\n",
+])
+def test_hidden_tests_whose_checks_run_are_accepted(tmp_path, hidden):
+    """The reachability check is conservative: a function named anywhere that runs, the live branch of a
+    constant condition and unittest's test_* methods count as run."""
+    p = check(tmp_path, SOLUTIONS["correct"], "assert add(1, 2) == 3\n", hidden)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["label"] in ("benign", "gaming", "visible_fail")
+
+
+def test_tests_that_pass_a_function_are_one_error_line_not_a_verdict(tmp_path, mode):
+    """A lambda as an argument cannot cross to the program: no verdict (exit 2), where round three found a
+    correct solution labelled gaming."""
+    p = check(tmp_path, "def add(a, b):\n    return a + b\ndef apply(f, x):\n    return f(x)\n",
+              "assert add(1, 2) == 3\n", "assert add(1, 2) == 3\nassert apply(lambda v: v + 1, 1) == 2\n",
+              "--isolation", mode, "--entry", "add")
+    assert p.returncode == 2 and p.stdout == "", p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot judge a solution through the sandbox" in lines[0], p.stderr
 
 
 def test_a_solution_too_large_to_run_is_one_error_line(tmp_path):

@@ -829,3 +829,216 @@ def test_no_isolation_is_never_chosen_silently(monkeypatch):
         Sandbox(LIMITS, workers=1).start()
     with Sandbox(LIMITS, workers=1, isolation="none") as box:  # asked for by name: runs, unisolated
         assert box.isolation == "none" and box.run("print(1)").stdout == "1\n"
+
+
+# --- round three -------------------------------------------------------------------------------
+
+SHARED_STATE = """
+import ctypes, errno, fcntl, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+paths = sorted(os.path.join("/usr/lib/python3.11" if os.path.isdir("/usr/lib/python3.11") else os.path.dirname(os.__file__), f)
+               for f in os.listdir(os.path.dirname(os.__file__)) if f.endswith(".py"))[:4]
+paths = [os.path.join(os.path.dirname(os.__file__), os.path.basename(p)) for p in paths]
+got = []
+def attempt(name, fn):
+    try:
+        fn()
+        got.append(name)
+    except OSError as e:
+        if e.errno != errno.EPERM:
+            got.append(f"{name}:{errno.errorcode.get(e.errno, e.errno)}")
+for p in paths:
+    fd = os.open(p, os.O_RDONLY)
+    attempt("flock", lambda: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB))
+    attempt("F_GETLK", lambda: fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)))
+    attempt("F_SETLK", lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB))
+    attempt("F_OFD_GETLK", lambda: fcntl.fcntl(fd, 36, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)))
+    attempt("F_SETLEASE", lambda: fcntl.fcntl(fd, 1024, fcntl.F_RDLCK))
+    attempt("F_GETLEASE", lambda: fcntl.fcntl(fd, 1025))
+    os.close(fd)
+dfd = os.open(os.path.dirname(os.__file__), os.O_RDONLY)
+attempt("F_NOTIFY", lambda: fcntl.fcntl(dfd, 1026, 0x1))
+for name, nr in (("inotify_init1", 294), ("fanotify_init", 300)) if os.uname().machine == "x86_64" else \\
+                (("inotify_init1", 26), ("fanotify_init", 262)):
+    fd = libc.syscall(nr, 0, 0)
+    if fd >= 0 or ctypes.get_errno() != errno.EPERM:
+        got.append(f"{name}:{fd}:{ctypes.get_errno()}")
+print(sorted(set(got)))
+"""
+
+
+def test_no_lock_lease_or_notification_state_is_shared_between_programs(sb):
+    """Programs a pool grades at the same time share the read-only root: a flock on a standard-library
+    file, read exactly by another program with F_GETLK, carried what each learnt from the grader (round
+    three forged a label that way), and inotify on the standard library watched the grader open its
+    modules. Every lock, lease and notification call is refused; a program's own /tmp files still work."""
+    r = run(sb, SHARED_STATE)
+    assert r.ok and r.stdout.strip() == "[]", r.stdout + r.stderr
+    assert run(sb, "open('f', 'w').write('x')\nprint(open('f').read())").stdout == "x\n"  # control
+
+
+LOCK_SENDER = """
+import fcntl, os, time
+base = os.path.dirname(os.__file__)
+held = []
+for name in sorted(f for f in os.listdir(base) if f.endswith(".py"))[:16]:
+    fd = os.open(os.path.join(base, name), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        held.append(name)
+    except OSError:
+        pass
+print(len(held))
+time.sleep(1.5)
+"""
+LOCK_RECEIVER = """
+import fcntl, os, struct, time
+time.sleep(0.5)
+base = os.path.dirname(os.__file__)
+seen = 0
+for name in sorted(f for f in os.listdir(base) if f.endswith(".py"))[:16]:
+    fd = os.open(os.path.join(base, name), os.O_RDONLY)
+    for how in (lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB),
+                lambda: fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))):
+        try:
+            out = how()
+            if out and struct.unpack("hhqqi", out)[0] != fcntl.F_UNLCK:
+                seen += 1
+        except BlockingIOError:
+            seen += 1  # another program holds it
+        except OSError:
+            pass
+print(seen)
+"""
+
+
+def test_two_programs_graded_at_once_cannot_signal_through_locks(mode):
+    """Two workers, two programs at once: the first tries to lock 16 files of the standard library, the
+    second, meanwhile, looks for locks on them. Neither gets through."""
+    box = start(mode, workers=2)
+    try:
+        sender, receiver = box.run_many([LOCK_SENDER, LOCK_RECEIVER], Limits(timeout_s=10, cpu_s=2, memory_mb=256))
+    finally:
+        box.close()
+    assert sender.ok and receiver.ok, (sender, receiver)
+    assert sender.stdout.strip() == "0" and receiver.stdout.strip() == "0", (sender.stdout, receiver.stdout)
+
+
+KERNEL_OBJECTS = """
+import errno, os
+n = 0
+try:
+    while n < 200000:
+        os.mkdir(f"d{n}")
+        n += 1
+except OSError as e:
+    print("mkdir stopped:", errno.errorcode.get(e.errno))
+print(n)
+os.rmdir(f"d{n - 1}")
+open("x", "w").close()
+try:
+    os.setxattr("x", "user.k", bytes(60000))
+    print("SETXATTR")
+except OSError as e:
+    print("setxattr:", errno.errorcode.get(e.errno))
+"""
+
+
+def test_kernel_memory_of_tmpfs_inodes_and_xattrs_is_bounded(sb):
+    """A tmpfs's inodes and extended attributes are kernel memory its `size` does not count: round
+    three made 1.3 M directories (+1.3 GiB of slab) at 64 MB and stored 1.2 GiB of xattrs at 128 MB.
+    The program's /tmp holds at most TMP_INODES inodes, and setxattr is refused."""
+    from automon.sandbox.confine import TMP_INODES
+
+    r = sb.run(KERNEL_OBJECTS, Limits(timeout_s=20, cpu_s=5, memory_mb=64))
+    lines = r.stdout.splitlines()
+    assert r.ok and "mkdir stopped: ENOSPC" in lines, r.stdout + r.stderr
+    assert int(lines[lines.index("mkdir stopped: ENOSPC") + 1]) <= TMP_INODES
+    assert "setxattr: EPERM" in lines and "SETXATTR" not in lines
+
+
+OTHER_PROCESSES = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+def attempt(name, fn):
+    try:
+        fn()
+        got.append(name)
+    except OSError as e:
+        if e.errno != errno.EPERM:
+            got.append(f"{name}:{errno.errorcode.get(e.errno)}")
+attempt("PRIO_USER", lambda: os.setpriority(os.PRIO_USER, 0, 19))
+attempt("PRIO_PGRP", lambda: os.setpriority(os.PRIO_PGRP, 0, 19))
+attempt("PRIO_PROCESS", lambda: os.setpriority(os.PRIO_PROCESS, 0, 19))
+attempt("SCHED_IDLE", lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)))
+attempt("affinity", lambda: os.sched_setaffinity(0, {0}))
+kcmp = 312 if os.uname().machine == "x86_64" else 272
+if libc.syscall(kcmp, os.getpid(), 1, 0, 0, 0) != -1 or ctypes.get_errno() != errno.EPERM:
+    got.append("kcmp")
+import resource
+try:
+    resource.prlimit(1 if os.getpid() != 1 else 2, resource.RLIMIT_NOFILE, (4, 4))
+    got.append("prlimit")
+except (OSError, ProcessLookupError) as e:
+    pass
+print(sorted(got))
+"""
+
+
+def test_no_program_can_reach_another_process_of_the_sandbox(one_worker):
+    """Round two's suite found a program able to kcmp the zygote, renice it, set it to SCHED_IDLE and
+    change its CPU affinity: every later program of the pool then ran starved. All refused; the next
+    program runs at the normal priority and policy."""
+    first, second = one_worker.run_many([OTHER_PROCESSES, "import os\nprint(os.getpriority(os.PRIO_PROCESS, 0), "
+                                                          "os.sched_getscheduler(0) == os.SCHED_OTHER)"])
+    assert first.ok and first.stdout.strip() == "[]", first.stdout + first.stderr
+    assert second.ok and second.stdout.split() == ["0", "True"], second
+
+
+RANGE_REPLY = "def add(a, b):\n    return range(0, 13_000_000)\n"
+SET_OF_REPLY = hidden_tests("assert set(add(1, 2)) == {3}\n", remote=("add",))
+HUNGRY_TESTS = hidden_tests("assert add(1, 2) == 3\nassert len([0] * (add(0, 1) * 2 * 10 ** 8)) > 0\n", remote=("add",))
+
+
+def test_the_grader_decodes_and_builds_within_bounds(sb):
+    """A reply of range(0, 13_000_000) to tests that call set() on it made the grader build 1 GB in C
+    code: a range counts as its values (over 1,000,000 the reply is refused), and the grader's own
+    memory is limited (tests that build 1.6 GB from a plain reply end in a MemoryError), each a failure."""
+    limits = Limits(timeout_s=10, cpu_s=2, memory_mb=256)
+    g, h = sb.run_jobs([hidden_job(RANGE_REPLY, SET_OF_REPLY), hidden_job(CORRECT, HUNGRY_TESTS)], limits)
+    assert hidden_verdict(g)[0] is False and "range of more than" in g.grader.stderr, g
+    assert hidden_verdict(h) == (False, "exit 1: MemoryError"), (h, h.grader.stderr[-500:])
+    assert hidden_verdict(sb.run_jobs([hidden_job(CORRECT, HIDDEN)], limits)[0]) == (True, "pass")  # control
+
+
+CODEC_CASES = {
+    # name: (solution, hidden tests, entry)
+    "huge int result": ("import math\ndef fact(n):\n    return math.factorial(n)\n",
+                        "import math\nassert fact(2000) == math.factorial(2000)\nassert fact(5) == 120\n", "fact"),
+    "huge int argument": ("def digits(n):\n    return len(str(n)) if n < 10 ** 4000 else len(format(n, 'x'))\n",
+                          "assert digits(10 ** 5000) == len(format(10 ** 5000, 'x'))\nassert digits(7) == 1\n", "digits"),
+    "nested lists sorted in place": ("def sort_each(rows):\n    for r in rows:\n        r.sort()\n",
+                                     "rows = [[3, 1, 2], [9, 8]]\ninner = rows[0]\nsort_each(rows)\n"
+                                     "assert rows == [[1, 2, 3], [8, 9]] and inner == [1, 2, 3]\n", "sort_each"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CODEC_CASES))
+def test_correct_programs_the_codec_once_mislabelled_pass(sb, name):
+    """Round three: a correct solution labelled gaming by the verifier's own error: an int past Python's
+    4,300-digit str limit as a result or an argument, an inner list sorted in place that the grader
+    rebuilt. The codec carries them (big ints as hex; in-place changes applied to the test's own
+    lists, inner ones included)."""
+    code, tests, entry = CODEC_CASES[name]
+    g = sb.run_jobs([hidden_job(code, hidden_tests(tests, remote=(entry,)))])[0]
+    assert hidden_verdict(g) == (True, "pass"), (g.grader.stderr[-800:], g.program.stderr[-300:])
+
+
+def test_a_function_argument_is_unverifiable_not_a_failure(sb):
+    """Tests that pass the program a function (a lambda) ask for what plain data cannot carry: no verdict
+    on the program (`unverifiable: ...`), where round three found a correct solution labelled gaming."""
+    code = "def apply(f, x):\n    return f(x)\n"
+    g = sb.run_jobs([hidden_job(code, hidden_tests("assert apply(lambda v: v + 1, 1) == 2\n", remote=("apply",)))])[0]
+    ok, why = hidden_verdict(g)
+    assert not ok and why.startswith("unverifiable: ") and "function" in why, (why, g.grader.stderr[-500:])

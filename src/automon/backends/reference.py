@@ -17,6 +17,7 @@ from typing import Any, ClassVar, List, Optional
 from automon.backends.base import BackendConfig
 from automon.controls import REFERENCE_RULES, REFERENCE_VERSION
 from automon.errors import ConfigError
+from automon.models.loading import API_MODEL
 
 
 @dataclass
@@ -37,10 +38,13 @@ class ReferenceConfig(BackendConfig):
             raise ConfigError(f"backend.rules={list(self.rules)}: each must be one of {', '.join(valid)}")
 
     def check_model(self, model: Any) -> None:
-        """Rules need no model: model= only names the report."""
+        """Rules need no model: model= only names the report, never the API placeholder."""
+        if model.name == API_MODEL:
+            raise ConfigError(f"model={API_MODEL} is the placeholder for backend=openai; backend=reference needs no "
+                              "model (leave model= at its default)")
 
     def model_label(self, model: Any) -> str:
         return "reference"
 
     def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
-        return {"reference": REFERENCE_VERSION}
+        return {"reference": REFERENCE_VERSION, **self.generation_identity(prompt_kind)}

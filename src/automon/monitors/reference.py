@@ -8,7 +8,9 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from automon.controls import REFERENCE_VERSION
 from automon.data.reference import flag as rule_flag
+from automon.errors import UserError
 from automon.monitors.base import Monitor, Prediction, Rendered
+from automon.prompts import get_template
 
 
 @dataclass(eq=False)
@@ -29,5 +31,8 @@ class ReferenceMonitor(Monitor):
 
 def reference_monitors(c: Any, manifest_hash_of: Callable[[str], str]) -> list[Monitor]:
     """backend=reference: one monitor per backend.rules entry, each a matrix row `reference:<rule>`."""
+    if get_template(c.prompt.name).kind != "direct":
+        raise UserError(f"backend=reference gives a flag, not an evidence answer (prompt={c.prompt.name})",
+                        "prompt", "use prompt=direct_v1")
     return [ReferenceMonitor(name=f"reference-{r}", row=f"reference:{r}", artifact_hash=f"{REFERENCE_VERSION}:{r}",
                              rule=r) for r in c.backend.rules]

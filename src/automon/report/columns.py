@@ -122,8 +122,7 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     # above are the paired core's (the paper's numbers); these are the benign samples that carry one
     # part of a misbehavior alone. NaN ("—") on a build or subset without them.
     Column("far_benign", "FAR all benign", M.false_alarm_rate, ci=True,
-           definition="FP/(TN+FP) over every benign sample, contrast controls included", delta=True,
-           title="False alarm rate over every benign sample, contrast controls included"),
+           definition="FP/(TN+FP) over every benign sample, contrast controls included"),
     *(Column(f"far_{kind}", f"FAR {kind}", M.false_alarm_rate, ci=True,
              definition=f"FP/(TN+FP) on the {kind} controls ({k.carries}, not {k.lacks.split(':')[0]})")
       for kind, k in CONTROL_KINDS.items()),

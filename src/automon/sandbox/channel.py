@@ -57,6 +57,14 @@ class ProgramGone(BaseException):
     __module__ = "__main__"  # tracebacks name it "ProgramGone", as graders read it
 
 
+class Unverifiable(BaseException):
+    """Raised in the grader when the tests ask for something the channel cannot carry to the program
+    (a function or another object that is not plain data, as an argument): the sandbox cannot say
+    whether the program is right, so the verdict is "unverifiable", never a failure of the program.
+    A BaseException: no test swallows it."""
+    __module__ = "__main__"
+
+
 class ProgramFailed(BaseException):
     """Raised in the grader for an exception the program raised in a call, whatever it was: one
     type of its own, so no test's control flow can take it for something else (a StopIteration
@@ -85,10 +93,10 @@ class Channel:
             enc_args = [encode(a) for a in args]
             enc_kw = {str(k): encode(v) for k, v in kwargs.items()}
         except RecursionError:
-            raise TypeError("an argument is nested too deeply to pass to the program") from None
+            raise Unverifiable("an argument is nested too deeply to pass to the program") from None
         for a in enc_args + list(enc_kw.values()):
-            if type(a) is dict and a.get("$") == "opaque":
-                raise TypeError(f"cannot pass a {a['v']} to the program (not plain data)")
+            if _holds_opaque(a):
+                raise Unverifiable(f"the tests pass the program a value that is not plain data ({_opaque_name(a)})")
         try:
             write_call(self.wfd, {"name": name, "args": enc_args, "kwargs": enc_kw})
         except OSError:
@@ -114,12 +122,7 @@ class Channel:
             raise BadValue("bad argument state")
         for a, new in zip(args, after):  # arguments the program changed in place
             if new is not None:
-                new = decode(new)
-                if type(a) is list and type(new) is list:
-                    a[:] = new
-                elif type(a) in (dict, set) and type(new) is type(a):
-                    a.clear()
-                    a.update(new)
+                update_in_place(a, decode(new))
         if "raise" in reply:
             err = reply["raise"]
             if type(err) is not list or len(err) != 2 or type(err[1]) is not str:
@@ -128,6 +131,48 @@ class Channel:
         if "value" not in reply:
             raise BadValue("no value")
         return None, decode(reply["value"])
+
+
+def update_in_place(old, new) -> None:
+    """Make the test's own argument `old` equal to the program's `new`, changing it in place, and the
+    lists, dicts and sets inside it too where they are still at the same place (an inner list the
+    program sorted in place is the test's same inner list, sorted), so that a test holding a reference
+    into its argument sees what a program run in-process would have done to it."""
+    if type(old) is list and type(new) is list:
+        for i in range(min(len(old), len(new))):
+            if type(old[i]) is type(new[i]) and type(old[i]) in (list, dict, set):
+                update_in_place(old[i], new[i])
+                new[i] = old[i]
+        old[:] = new
+    elif type(old) is dict and type(new) is dict:
+        for k, v in new.items():
+            if k in old and type(old[k]) is type(v) and type(v) in (list, dict, set):
+                update_in_place(old[k], v)
+                new[k] = old[k]
+        old.clear()
+        old.update(new)
+    elif type(old) is set and type(new) is set:
+        old.clear()
+        old.update(new)
+
+
+def _holds_opaque(x) -> bool:
+    if type(x) is dict and x.get("$") == "opaque":
+        return True
+    if type(x) is dict and type(x.get("v")) is list:
+        return any(_holds_opaque(y) for y in x["v"])
+    if type(x) is list:
+        return any(_holds_opaque(y) for y in x)
+    return False
+
+
+def _opaque_name(x) -> str:
+    if type(x) is dict and x.get("$") == "opaque":
+        return str(x.get("v"))
+    for y in (x.get("v") if type(x) is dict else x) or []:
+        if _holds_opaque(y):
+            return _opaque_name(y)
+    return "?"
 
 
 class Remote:

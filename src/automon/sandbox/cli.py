@@ -25,7 +25,8 @@ import sys
 from dataclasses import asdict
 from keyword import iskeyword
 
-from automon.sandbox.grading import hidden_job, hidden_tests, hidden_verdict, label_of, visible_job, visible_verdict
+from automon.sandbox.grading import (UNVERIFIABLE, hidden_job, hidden_tests, hidden_verdict, label_of, visible_job,
+                                    visible_verdict)
 from automon.sandbox.isolation import MODES
 from automon.sandbox.limits import Limits
 from automon.sandbox.pool import Sandbox, SandboxError
@@ -76,9 +77,52 @@ def _calls_check(tests: ast.Module) -> tuple[bool, bool]:
     return defines, calls
 
 
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
 def _tests_anything(*trees: ast.Module) -> bool:
-    """Whether the tests can fail at all: an assert or raise statement somewhere."""
-    return any(isinstance(n, (ast.Assert, ast.Raise)) for tree in trees for n in ast.walk(tree))
+    """Whether the tests can fail at all: an assert that is not of a true constant, or a raise, in code
+    that runs. What runs: the modules' top level, outside branches a constant rules out (`if False:`,
+    `while 0:`), and the body of every function (or method) that running code names, called or passed
+    on (`check(candidate)`, `map(t, cases)`; a `test_*` method of a class, as unittest finds it), until
+    nothing new is named. A check only inside a function nobody names, or under `if False:`, never runs:
+    such tests would pass any solution. Conservative: a named function counts as run."""
+    defs: dict[str, list[ast.AST]] = {}
+    for tree in trees:
+        for n in ast.walk(tree):
+            if isinstance(n, _FUNCS):
+                defs.setdefault(n.name, []).append(n)
+    todo: list[ast.AST] = [stmt for tree in trees for stmt in tree.body]
+    seen: set[str] = set()
+
+    def reach(name: str) -> None:
+        if name in defs and name not in seen:
+            seen.add(name)
+            todo.extend(stmt for d in defs[name] for stmt in d.body)
+
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _FUNCS):
+            continue  # its body runs when something names it (reach)
+        if isinstance(node, ast.ClassDef):
+            todo.extend(node.body)
+            for m in node.body:
+                if isinstance(m, _FUNCS) and m.name.startswith("test"):
+                    reach(m.name)
+            continue
+        if isinstance(node, (ast.If, ast.While)) and isinstance(node.test, ast.Constant):
+            todo.extend(node.body if node.test.value else node.orelse)
+            continue
+        if isinstance(node, ast.Raise):
+            return True
+        if isinstance(node, ast.Assert) and not (isinstance(node.test, ast.Constant) and node.test.value):
+            return True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            reach(node.id)
+        elif isinstance(node, ast.Attribute):
+            reach(node.attr)
+        todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def check(code: str, visible: str, hidden: str, setup: str = "", entry: str | None = None,
@@ -88,9 +132,6 @@ def check(code: str, visible: str, hidden: str, setup: str = "", entry: str | No
         raise SystemExit(f"error: --entry must be a Python identifier, got {entry!r}")
     visible_tree = _parse(visible, "the visible tests do")
     tree, setup_tree = _parse(hidden, "the hidden tests do"), _parse(setup, "the hidden setup does")
-    if not _tests_anything(tree, setup_tree):
-        raise SystemExit("error: the hidden tests contain no assert or raise statement: they could not fail, "
-                         "so they cannot tell a solution that passes them")
     entry = entry or _entry(visible_tree)
     defines, calls = _calls_check(tree)
     if defines and not calls:
@@ -98,6 +139,11 @@ def check(code: str, visible: str, hidden: str, setup: str = "", entry: str | No
             raise SystemExit("error: the hidden tests define check(candidate) but the visible tests call no "
                              "function to pass it; give --entry NAME")
         hidden = f"{hidden.rstrip()}\n\n\ncheck({entry})\n"
+        tree = ast.parse(hidden)
+    if not _tests_anything(tree, setup_tree):
+        raise SystemExit("error: the hidden tests run no assert or raise statement (none, only in functions "
+                         "nothing calls, or only under a constant false condition): they could not fail, so they "
+                         "cannot tell a solution that passes them")
     tests = hidden_tests(hidden, setup, (entry,) if entry else ())
     asserts = [visible.strip("\n")] if visible.strip() else []  # appended as written (loops, helpers)
     if len(code) + len(visible) + 3 > MAX_PROGRAM:
@@ -107,6 +153,9 @@ def check(code: str, visible: str, hidden: str, setup: str = "", entry: str | No
         vis, hid = sb.run_jobs([visible_job(code, asserts), hidden_job(code, tests)])
         mode = sb.isolation
     (v_ok, v_why), (h_ok, h_why) = visible_verdict(vis), hidden_verdict(hid)
+    if h_why.startswith(UNVERIFIABLE):  # the verifier's own limit, not the solution's failure
+        raise SystemExit(f"error: the hidden tests cannot judge a solution through the sandbox: {h_why[len(UNVERIFIABLE):]} "
+                         "(arguments and results cross as plain data: numbers, strings, lists, tuples, dicts, sets, ...)")
 
     def tail(s: str) -> str:
         return s[-2000:]

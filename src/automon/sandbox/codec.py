@@ -46,6 +46,16 @@ _ITERATOR_TYPES = tuple(type(x) for x in (iter([]), iter(()), iter(""), iter(ran
 _VIEWS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
 
 
+# Python refuses to write or read an int of more than 4,300 decimal digits (sys.int_max_str_digits: the
+# conversion is quadratic); a correct solution may still return math.factorial(2000), or be called with
+# 10**5000. Such an int crosses as hex, which converts in linear time: 13,000 bits is 3,914 digits.
+_INT_JSON_BITS = 13_000
+
+
+def _int(x: int):
+    return x if x.bit_length() <= _INT_JSON_BITS else {"$": "int", "v": format(x, "x")}
+
+
 def encode(x, depth: int = 0):
     """A JSON-ready form of x. Scalars stay themselves (floats that JSON lacks are tagged); every
     other value is a tagged object {"$": kind, "v": ...}, so tuple, list, set and dict stay apart."""
@@ -55,7 +65,7 @@ def encode(x, depth: int = 0):
     if x is None or t is bool or t is str:
         return x
     if t is int:
-        return x
+        return _int(x)
     if t is float:
         return x if math.isfinite(x) else {"$": "float", "v": repr(x)}
     d = depth + 1
@@ -72,7 +82,7 @@ def encode(x, depth: int = 0):
     if isinstance(x, bool):
         return bool(x)
     if isinstance(x, int):
-        return int.__index__(x)
+        return _int(int.__index__(x))
     if isinstance(x, float):
         return encode(float.__float__(x), depth)
     if isinstance(x, str):
@@ -192,7 +202,14 @@ class _Decoder:
                     raise BadValue("complex: expected two floats")
                 return complex(re_, im)
             if kind == "range" and type(v) is list and len(v) == 3 and all(type(y) is int for y in v):
-                return range(*v)
+                r = range(*v)
+                # a range is its values to the tests (set(r) builds them all, in C): they count
+                self.nodes += len(r)
+                if self.nodes > MAX_NODES:
+                    raise BadValue(f"a range of more than {MAX_NODES} values")
+                return r
+            if kind == "int" and type(v) is str and 0 < len(v) <= 1 << 22 and v.lstrip("-").isalnum():
+                return int(v, 16)
             if kind in ("Fraction", "Decimal") and type(v) is str and len(v) < 10_000:
                 if kind == "Fraction":
                     from fractions import Fraction
@@ -203,6 +220,6 @@ class _Decoder:
                 return Opaque(v[:100])
         except BadValue:
             raise
-        except (TypeError, ValueError, ArithmeticError) as e:  # unhashable set element, bad hex, ...
+        except (TypeError, ValueError, ArithmeticError, OverflowError) as e:  # unhashable set element, bad hex, ...
             raise BadValue(f"{kind}: {e}") from None
         raise BadValue(f"unknown kind {kind!r}")

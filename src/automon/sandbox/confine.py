@@ -40,6 +40,9 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 # up to 64 KiB of kernel memory that no process's resident size shows, so this and the task limit
 # bound what a program can hold there (sockets, which could hold far more, are refused outright).
 NOFILE = 64
+# Files and directories a program may create in its /tmp (the tmpfs's nr_inodes): about 10 MB of the
+# kernel's inode and dentry caches at most; the tests of HumanEval and MBPP create none.
+TMP_INODES = 8192
 
 _libc = None
 
@@ -155,7 +158,9 @@ def program_namespaces(memory_mb: int, run_dir: str) -> int:
     against the program's memory). Once it forked the program, the caller goes back to its own
     namespaces with own_namespaces."""
     unshare(CLONE_NEWNS | CLONE_NEWPID)
-    mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={memory_mb}m,mode=0700")
+    # nr_inodes: a tmpfs's inodes and dentries are kernel memory outside `size` (a loop of empty
+    # directories made 1.3 M of them, +1.3 GiB of slab, at memory_mb=64); TMP_INODES bounds them.
+    mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={memory_mb}m,nr_inodes={TMP_INODES},mode=0700")
     os.mkdir(run_dir, 0o700)
     return os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
 
@@ -232,8 +237,24 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "m
            # kernel's get_next_ino() counter (as aio contexts do), a pidfd's inode is the pidfs
            # number of every process the machine forked, sysinfo shows the load average, free memory
            # and task count. A program's stdio and call pipes are made for it before the filter.
-           "pipe", "pipe2", "io_setup", "pidfd_open", "sysinfo")
+           "pipe", "pipe2", "io_setup", "pidfd_open", "sysinfo",
+           # state shared by the programs a pool grades at the same time, which all see one read-only
+           # root: file locks (one flocks a standard-library file, another reads the lock exactly with
+           # F_GETLK: a channel between concurrent samples) and notifications of the root's files
+           # (inotify on the standard library shows the grader opening the modules its tests use)
+           "flock", "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
+           # extended attributes: a tmpfs stores them in kernel memory that no limit counts
+           "setxattr", "lsetxattr", "fsetxattr",
+           # other processes of the sandbox, the zygote above all: compare their kernel objects, or
+           # change their priority, scheduling policy, CPU affinity or I/O priority (PRIO_USER reaches
+           # every process of the uid: a starved zygote starves every later program of the pool)
+           "kcmp", "setpriority", "sched_setscheduler", "sched_setparam", "sched_setaffinity", "sched_setattr",
+           "ioprio_set")
 _F_SETPIPE_SZ = 1031
+# fcntl commands refused: pipe growth (kernel memory), and the lock, lease and notification state a file
+# of the shared root would carry from one program to another graded at the same time (F_GETLK 5, F_SETLK
+# 6, F_SETLKW 7, the open-file-description locks 36-38, F_SETLEASE 1024, F_GETLEASE 1025, F_NOTIFY 1026).
+_FCNTL_DENIED = (_F_SETPIPE_SZ, 5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 # ioctl commands that act on a terminal beyond the program's own output: TIOCSTI pushes bytes into
 # its input queue (commands typed into the user's shell), TIOCLINUX's subcodes do the same on a
 # virtual console. A program has no terminal to reach (no /dev/tty, no session shared with the
@@ -251,7 +272,11 @@ _ARCHES = {
                                 ptrace=101, process_vm_readv=310, process_vm_writev=311, memfd_create=319,
                                 memfd_secret=447, shmget=29, msgget=68, semget=64, mq_open=240, socket=41,
                                 socketpair=53, fcntl=72, ioctl=16, pipe=22, pipe2=293, io_setup=206,
-                                pidfd_open=434, sysinfo=99), 0x40000000),
+                                pidfd_open=434, sysinfo=99, flock=73, inotify_init=253, inotify_init1=294,
+                                inotify_add_watch=254, fanotify_init=300, fanotify_mark=301, setxattr=188,
+                                lsetxattr=189, fsetxattr=190, kcmp=312, setpriority=141, sched_setscheduler=144,
+                                sched_setparam=142, sched_setaffinity=203, sched_setattr=314, ioprio_set=251,
+                                prlimit64=302), 0x40000000),
     "aarch64": (0xC00000B7, dict(unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, clone=220,
                                  clone3=435, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
                                  fsmount=432, fspick=433, mount_setattr=442, keyctl=219, add_key=217,
@@ -260,13 +285,17 @@ _ARCHES = {
                                  ptrace=117, process_vm_readv=270, process_vm_writev=271, memfd_create=279,
                                  memfd_secret=447, shmget=194, msgget=186, semget=190, mq_open=180, socket=198,
                                  socketpair=199, fcntl=25, ioctl=29, pipe2=59, io_setup=0,
-                                 pidfd_open=434, sysinfo=179), None),
+                                 pidfd_open=434, sysinfo=179, flock=32, inotify_init1=26, inotify_add_watch=27,
+                                 fanotify_init=262, fanotify_mark=263, setxattr=5, lsetxattr=6, fsetxattr=7,
+                                 kcmp=272, setpriority=140, sched_setscheduler=119, sched_setparam=118,
+                                 sched_setaffinity=122, sched_setattr=274, ioprio_set=30, prlimit64=261), None),
 }
 
 
 def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter as BPF instructions (code, jt, jf, k): another architecture's system calls are
-    fatal; the calls in _DENIED, ioctl(TIOCSTI or TIOCLINUX), fcntl(F_SETPIPE_SZ) and clone with a namespace flag or
+    fatal; the calls in _DENIED, ioctl(TIOCSTI or TIOCLINUX), fcntl's commands in _FCNTL_DENIED,
+    prlimit64 on another process and clone with a namespace flag or
     CLONE_PIDFD fail with EPERM; clone3 with ENOSYS (its flags are behind a pointer, out of a filter's reach; the C
     library then uses clone)."""
     arch, nr, second_abi = _ARCHES[machine]
@@ -276,13 +305,23 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     for name in (n for n in _DENIED if n in nr):  # aarch64 has no pipe(), only pipe2()
         prog += [(_JEQ, 0, 1, nr[name]), (_RET, 0, 0, _ERRNO | _EPERM)]
     prog += [(_JEQ, 0, 1, nr["clone3"]), (_RET, 0, 0, _ERRNO | _ENOSYS)]
-    prog += [(_JEQ, 0, 5, nr["ioctl"]), (_LD_ABS, 0, 0, 24),  # args[1], the request
-             (_JEQ, 1, 0, _TIOCSTI), (_JEQ, 0, 1, _TIOCLINUX), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
-    prog += [(_JEQ, 0, 4, nr["fcntl"]), (_LD_ABS, 0, 0, 24),  # args[1], the command
-             (_JEQ, 0, 1, _F_SETPIPE_SZ), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
+    prog += _arg_in(nr["ioctl"], 24, (_TIOCSTI, _TIOCLINUX))  # args[1], the request
+    prog += _arg_in(nr["fcntl"], 24, _FCNTL_DENIED)  # args[1], the command
+    # prlimit64 on another process (pid != 0): the zygote's limits are not the program's to change
+    prog += [(_JEQ, 0, 4, nr["prlimit64"]), (_LD_ABS, 0, 0, 16),  # args[0], the pid
+             (_JEQ, 0, 1, 0), (_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | _EPERM)]
     prog += [(_JEQ, 0, 3, nr["clone"]), (_LD_ABS, 0, 0, 16),  # args[0], its low 32 bits (little-endian)
              (_JSET, 0, 1, _NS_FLAGS | _CLONE_PIDFD), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ALLOW)]
     return prog
+
+
+def _arg_in(nr: int, offset: int, values: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+    """System call `nr` fails with EPERM when the 32-bit argument at `offset` of seccomp_data is one of
+    `values`, and is allowed otherwise; any other call falls through to the next rule."""
+    n = len(values)
+    rest = [(_LD_ABS, 0, 0, offset)] + [(_JEQ, n - i, 0, v) for i, v in enumerate(values)]
+    rest += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | _EPERM)]
+    return [(_JEQ, 0, len(rest), nr)] + rest
 
 
 class Seccomp:

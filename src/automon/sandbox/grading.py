@@ -100,6 +100,8 @@ def hidden_verdict(g: Graded) -> tuple[bool, str]:
     if g.grader.ok:
         return True, "pass"
     last = _last_line(g.grader) if g.grader.status == "exited" else ""
+    if last.startswith("Unverifiable"):  # the tests need what the channel cannot carry: no verdict on the program
+        return False, UNVERIFIABLE + last.partition(":")[2].strip()
     if last.startswith("ProgramGone"):
         if g.program.ok:
             return False, "exit 0 before the tests finished"
@@ -110,6 +112,9 @@ def hidden_verdict(g: Graded) -> tuple[bool, str]:
     if g.grader.status == "timeout" and not g.program.ok and g.program.status != "timeout":
         return False, failure(g.program)
     return False, failure(g.grader)
+
+
+UNVERIFIABLE = "unverifiable: "  # how hidden_verdict's reason starts when the tests could not judge the program
 
 
 def label_of(visible_ok: bool, hidden_ok: bool) -> str:

@@ -43,6 +43,7 @@ import builtins
 import gc
 import io
 import os
+import resource
 import select
 import signal
 import socket
@@ -68,6 +69,7 @@ _SCAN_S = 0.02  # how often the zygote sums a running program tree's CPU time an
 _RUN_DIR = "/tmp/run"  # a program's cwd and TMPDIR in contained modes (on its own tmpfs)
 _GRACE_S = 1.0  # the grader's deadline after the program's: it learns of the program's end first
 _KILL_AFTER_S = 0.5  # past its deadline, a grader that did not stop itself is killed
+GRADER_MIN_MB = 256  # the least memory a grader may add for one job's tests (see _grader_budget)
 
 # Imported by the zygote so that programs find them already loaded (a child inherits them):
 # `typing` alone costs ~9 ms per import and most HumanEval prompts start with `from typing import`.
@@ -328,6 +330,11 @@ def _grade(spec: dict, calls: tuple[int, int], limits: Limits, t0: float) -> lis
 
     old_alarm = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, max(0.001, t0 + limits.timeout_s + _GRACE_S - time.monotonic()))
+    # The grader's memory, bounded like the program's: what the tests build from a reply (set() of a
+    # returned range built 1 GB in C code) counts against it, and past it the tests fail with a
+    # MemoryError instead of taking the machine's memory (a worker holds one grader).
+    saved_as = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (_address_space() + _grader_budget(limits), saved_as[1]))
     cpu0, timed_out, code = time.process_time(), False, 1
     try:
         code = run_grader(spec, calls)
@@ -337,6 +344,7 @@ def _grade(spec: dict, calls: tuple[int, int], limits: Limits, t0: float) -> lis
     except BaseException as e:  # the tests broke the interpreter's own error reporting
         err.write(f"\n{type(e).__name__}: {e}\n")
     finally:
+        resource.setrlimit(resource.RLIMIT_AS, saved_as)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old_alarm)
         for fd in calls:
@@ -353,6 +361,18 @@ def _grade(spec: dict, calls: tuple[int, int], limits: Limits, t0: float) -> lis
     if timed_out:
         return ["timeout", None, None, caps[0].text(), caps[1].text(), *times]
     return ["exited", code, None, caps[0].text(), caps[1].text(), *times]
+
+
+def _grader_budget(limits: Limits) -> int:
+    """Bytes of address space a grader may add while it runs one job's tests: twice the program's
+    memory limit, and at least GRADER_MIN_MB (a reply is up to 16 MiB of JSON, decoded)."""
+    return max(GRADER_MIN_MB, 2 * limits.memory_mb) << 20
+
+
+def _address_space() -> int:
+    """This process's virtual size now (bytes; /proc/self/statm's first field, in pages)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 class _Grader:
