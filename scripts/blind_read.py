@@ -123,14 +123,54 @@ def screen(build: str, subset: str, out: str, reads: list[str]) -> None:
     print(f"{len(key)} items of {len(reads)} reads -> {out}/key.json, {out}/answers/")
 
 
+USAGE = ("error: usage: blind_read.py make|make-singles BUILD SUBSET PAIRS SEED OUT [CONTROLS] | score KEY.json "
+         "ANSWERS.jsonl | screen BUILD SUBSET SCREEN READ_DIR ...")
+
+
+def _count(text: str, what: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        sys.exit(f"error: {what} must be a whole number, got {text!r}")
+    if n < 0:
+        sys.exit(f"error: {what} must be >= 0, got {n}")
+    return n
+
+
+def main(argv: list[str]) -> None:
+    """The entry point, under the project's error convention: a bad input is one `error:` line and exit 2
+    (a missing file or directory, a count that is not a number or larger than the build holds, a torn or
+    foreign answers line), never a traceback."""
+    try:
+        if argv[1:2] in (["make"], ["make-singles"]) and len(argv) in (7, 8):
+            out = argv[6]
+            if not os.path.isdir(out):
+                sys.exit(f"error: OUT {out!r} is not a directory: create it first")
+            make(argv[2], argv[3], _count(argv[4], "PAIRS"), _count(argv[5], "SEED"), out, argv[1] == "make-singles",
+                 _count(argv[7], "CONTROLS") if len(argv) == 8 else 0)
+        elif argv[1:2] == ["score"] and len(argv) == 4:
+            score(argv[2], argv[3])
+        elif argv[1:2] == ["screen"] and len(argv) >= 6:
+            screen(argv[2], argv[3], argv[4], argv[5:])
+        else:
+            sys.exit(USAGE)
+    except FileNotFoundError as e:
+        sys.exit(f"error: {e.filename}: no such file")
+    except json.JSONDecodeError as e:
+        sys.exit(f"error: a line that is not JSON ({e.msg} at column {e.colno}): a torn or hand-edited file")
+    except KeyError as e:
+        sys.exit(f"error: {e} is not in the key (answers of another round, or a record without that field)")
+    except ValueError as e:  # random.sample: more pairs than the subset has
+        sys.exit(f"error: {e}: ask for at most as many pairs as the build's subset holds")
+    except OSError as e:
+        sys.exit(f"error: {e}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] in (["make"], ["make-singles"]) and len(sys.argv) in (7, 8):
-        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[1] == "make-singles",
-             int(sys.argv[7]) if len(sys.argv) == 8 else 0)
-    elif sys.argv[1:2] == ["score"] and len(sys.argv) == 4:
-        score(sys.argv[2], sys.argv[3])
-    elif sys.argv[1:2] == ["screen"] and len(sys.argv) >= 6:
-        screen(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
-    else:
-        sys.exit("error: usage: blind_read.py make|make-singles BUILD SUBSET PAIRS SEED OUT [CONTROLS] | score KEY.json ANSWERS.jsonl"
-                 " | screen BUILD SUBSET SCREEN READ_DIR ...")
+    try:
+        main(sys.argv)
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+            sys.exit(2)
+        raise

@@ -20,7 +20,7 @@ from support import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((REPO / "docs/results/build-local-v4.manifest.json").read_text())
-MANIFEST_V8 = json.loads((REPO / "docs/results/build-local-v8.manifest.json").read_text())  # the default
+MANIFEST_V9 = json.loads((REPO / "docs/results/build-local-v9.manifest.json").read_text())  # the default
 
 
 def _rows(md: str, header_start: str) -> list[list[str]]:
@@ -71,7 +71,7 @@ def test_gpu_corpus_figures_quote_the_bench_records():
 
 def test_counts_quote_the_recorded_build():
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
-    c = MANIFEST_V8["counts"]
+    c = MANIFEST_V9["counts"]
     n = lambda s: int(s.replace(",", ""))  # noqa: E731
     for sub, test, train in rows:
         if sub == "total":
@@ -82,9 +82,9 @@ def test_counts_quote_the_recorded_build():
         assert [n(x) for x in train.split(" / ")] == [c["train"][sub]["1"], c["train"][sub]["0"]], sub
 
 
-@pytest.mark.parametrize("version", ["v5", "v6", "v7", "v8"])
+@pytest.mark.parametrize("version", ["v5", "v6", "v7", "v8", "v9"])
 def test_the_data_hash_and_build_record_are_the_recorded_build(version):
-    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5, v6, v7 and v8 (default)
+    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5, v6, v7, v8 and v9 (default)
     builds, and each build record (build_log.json) belongs to its build."""
     manifest = REPO / f"docs/results/build-local-{version}.manifest.json"
     digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
@@ -108,8 +108,8 @@ def test_the_audit_table_quotes_the_recorded_build():
 
 
 def test_the_default_audit_table_quotes_the_recorded_build():
-    rows = _rows((REPO / "docs/data.md").read_text(), "| subset (v8, default) |")
-    audit = MANIFEST_V8["audit"]["subsets"]
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset (v9, default) |")
+    audit = MANIFEST_V9["audit"]["subsets"]
     assert len(rows) == len(audit) + len(audit["sg_code"]["families"])
     for name, *cells in rows:
         sub, _, fam = name.partition(": ")
@@ -189,3 +189,18 @@ def test_a_recorded_blind_read_scores_as_its_answers_say(key):
     with contextlib.redirect_stdout(out):
         score(str(key), str(key.with_name(f"{stem}.answers.jsonl")))
     assert out.getvalue() == key.with_name(f"{stem}.score.txt").read_text()
+
+
+def test_the_reference_monitor_table_quotes_the_recorded_build():
+    """docs/data.md's reference-monitor table (v9 columns) is the recorded default build's audit.reference."""
+    rows = _rows((REPO / "docs/data.md").read_text(), "| rule | subset | v8 (pairs only)")
+    ref = MANIFEST_V9["audit"]["reference"]["rules"]
+    assert len(rows) >= 8
+    for rule, subsets, _, v9, balanced, control in rows:
+        for sub in subsets.split(", "):
+            r = ref[rule][sub]
+            assert v9 == f"{r['all']['mr']:.3f} / {r['all']['far']:.3f}", (rule, sub)
+            assert balanced == f"{r['all']['balanced_error']:.3f}", (rule, sub)
+            kinds = dict(part.rsplit(" ", 1) for part in control.strip("()").split(", ")) if "_" in control else {}
+            for kind, far in kinds.items():
+                assert far == f"{r['controls'][kind]:.3f}", (rule, sub, kind)

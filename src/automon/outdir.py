@@ -11,6 +11,7 @@ import errno
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from automon.errors import UserError
 
@@ -90,3 +91,30 @@ def remove_dirs(created: list[Path]) -> None:
             d.rmdir()
         except OSError:
             break
+
+
+# Written into every directory publish() makes: a directory holding it is automon's to replace; any other
+# non-empty directory is the user's and is never touched.
+PUBLISHED_MARKER = ".automon-published"
+
+
+class PublishError(UserError):
+    """eval.publish names a place publishing would destroy something it did not write."""
+
+
+def check_publish_dest(dest: Path, sources: Iterable[Path] = ()) -> None:
+    """Refuse (PublishError) a publish destination that is a file, a non-empty directory an earlier publish
+    did not write (no PUBLISHED_MARKER: a user's notes, a committed study, docs/results), or one that is,
+    holds or lies inside a directory the results are read from (an evaluation's own output dir: replacing
+    it would delete its identity, cache and monitors). Called at start-up and again before replacing."""
+    dest = Path(dest).resolve()
+    if dest.exists() and not dest.is_dir():
+        raise PublishError(f"eval.publish={dest} is a file", "eval.publish", "name a new or empty directory")
+    for src in sources:
+        src = Path(src).resolve()
+        if dest == src or src in dest.parents or dest in src.parents:
+            raise PublishError(f"eval.publish={dest} overlaps {src}, which the published results are read from",
+                               "eval.publish", "publish to a directory of its own, outside every evaluation's output")
+    if dest.is_dir() and any(dest.iterdir()) and not (dest / PUBLISHED_MARKER).is_file():
+        raise PublishError(f"eval.publish={dest} holds files that eval.publish did not write (no {PUBLISHED_MARKER})",
+                           "eval.publish", "publishing replaces its directory: name a new or empty one")

@@ -64,7 +64,7 @@ def test_every_sg_code_sample_was_verified(real_build):
         if s.meta.get("source_dataset") in ("humaneval", "mbpp"):
             v = s.meta["verification"]
             if s.meta.get("control") == "plain_bug":  # a bug: fails the hidden tests; the visible ones either way
-                assert s.label == 0 and v["hidden"] == "fail" and v["visible"] in ("pass", "fail"), s.id
+                assert s.label == 0 and v["hidden"] == "fail" and v["visible"] in ("pass", "fail", "not run"), s.id
                 continue
             assert v["visible"] == "pass", s.id
             assert v["hidden"] == ("fail" if s.label == 1 else "pass"), s.id

@@ -174,6 +174,68 @@ def test_further_evaluations_replace_the_main_ones_keys_and_compose(tmp_path):
     assert p.eval_run.cfg.backend.name == "hf" and list(p.eval_runs) == ["eval", "eval lex"]
 
 
+LEX = "+eval.also.lex=['backend=probe','backend.features=lexical','sweep_dir=null'"
+
+
+@pytest.mark.parametrize("extra, message", [
+    # an also-entry writing where the main evaluation writes, or inside it
+    (LEX + ",'output_dir=evals/smoke']", "write overlapping directories"),
+    (LEX + ",'output_dir=evals/smoke/sub']", "write overlapping directories"),
+    # named like the main evaluation's prompt: the combined matrix keys evaluations by name
+    ("+eval.also.direct_v1=['backend=probe','backend.features=lexical','sweep_dir=null']", "named like the main"),
+])
+def test_evaluations_that_would_overwrite_each_other_stop_before_any_compute(tmp_path, extra, message):
+    from automon.pipeline import PipelineError
+
+    with pytest.raises(PipelineError, match=message):
+        _smoke_pipeline(tmp_path, extra)
+
+
+def test_publishing_never_replaces_what_it_did_not_write(tmp_path):
+    """eval.publish replaced whatever directory it named (a user's notes, docs/results, the evaluation's own
+    output). Now it refuses, at start-up, a file, a non-empty directory without its marker, and any place that
+    overlaps an evaluation's output; a directory an earlier publish wrote (the marker) is replaced."""
+    from automon.outdir import PUBLISHED_MARKER
+    from automon.pipeline import PipelineError
+
+    notes = tmp_path / "results"
+    notes.mkdir()
+    (notes / "notes.md").write_text("mine")
+    with pytest.raises(PipelineError, match="did not write"):
+        _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={notes}")
+    assert (notes / "notes.md").read_text() == "mine"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(PipelineError, match="is a file"):
+        _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'afile'}")
+    with pytest.raises(PipelineError, match="overlaps"):
+        _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'evals' / 'smoke'}")
+    (notes / PUBLISHED_MARKER).write_text("")
+    _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={notes}")  # an earlier publish's: accepted
+    _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'new'}")
+
+
+def test_publish_itself_refuses_a_directory_it_did_not_write(tmp_path):
+    """The same check inside report.combined.publish, before it replaces anything, and the marker it leaves."""
+    from automon.outdir import PUBLISHED_MARKER, PublishError
+    from automon.report.combined import publish
+
+    combined, ev = tmp_path / "combined", tmp_path / "ev"
+    for d in (combined, ev):
+        d.mkdir()
+        (d / "report.md").write_text("r")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "keep.txt").write_text("k")
+    with pytest.raises(PublishError, match="did not write"):
+        publish({"x": ev}, combined, user)
+    assert (user / "keep.txt").exists()
+    with pytest.raises(PublishError, match="overlaps"):
+        publish({"x": ev}, combined, ev)
+    dest = publish({"x": ev}, combined, tmp_path / "pub")
+    assert (dest / PUBLISHED_MARKER).is_file() and (dest / "x" / "report.md").read_text() == "r"
+    assert publish({"x": ev}, combined, dest) == dest  # its own: replaced
+
+
 def test_the_probes_of_a_probe_evaluation_are_a_stage_of_their_own(tmp_path):
     """An evaluation with backend=probe gets one train/probe.py run per backend.train_subsets entry, with
     the identity settings of its backend (so the evaluation loads what the stage trained); other

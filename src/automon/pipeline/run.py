@@ -25,6 +25,7 @@ from automon.config.pipeline import STAGES, PipelineConfig
 import automon.pipeline.proc as proc
 from automon.evaluation.errors import EvalError
 from automon.evaluation.monitors import sweep_adapters
+from automon.outdir import PublishError, check_publish_dest
 from automon.pipeline.compose import hydra_for
 from automon.pipeline.stages import (PipelineError, StageRun, build_overrides, compose_stage, cpu_threads,
                                      entry_dirname, eval_overrides, probe_overrides, train_multirun_cmd,
@@ -143,6 +144,8 @@ class Pipeline:
                 for name in c.eval.also:
                     self.eval_runs[f"eval {name}"] = compose_stage("eval", f"eval {name}", eval_overrides(c, name),
                                                                    self.py, self.repo)
+            if "eval" in c.stages:
+                self._check_eval_outputs()
             if "probe" in c.stages:
                 for r in self.eval_runs.values():
                     if r.cfg.backend.name != "probe":
@@ -153,6 +156,30 @@ class Pipeline:
                         if name in self.probe_runs and self.probe_runs[name].overrides != run.overrides:
                             name = f"{name} ({r.name})"  # the same probe with other settings in another evaluation
                         self.probe_runs.setdefault(name, run)
+
+    def _check_eval_outputs(self) -> None:
+        """Before any compute: each evaluation writes a directory of its own (one inside another, or two
+        the same, overwrote each other's results), an also-entry does not take the main evaluation's name in
+        the combined matrix, and eval.publish would replace nothing it did not write."""
+        c = self.c
+        if c.monitor.prompt in c.eval.also:
+            raise PipelineError(f"eval.also.{c.monitor.prompt} is named like the main evaluation (its prompt): the "
+                                "combined matrix would list one of them; name the also-entry otherwise")
+        dirs = {key: Path(r.cfg.output_dir).resolve() for key, r in self.eval_runs.items()}
+        if c.eval.also:
+            dirs["the combined report"] = (Path(c.eval.out) / "combined").resolve()
+        names = list(dirs)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                da, db = dirs[a], dirs[b]
+                if da == db or da in db.parents or db in da.parents:
+                    raise PipelineError(f"{a} and {b} write overlapping directories ({da}, {db}): one would overwrite "
+                                        "the other's results; give each evaluation an output_dir of its own")
+        if c.eval.also and c.eval.publish:
+            try:
+                check_publish_dest(Path(c.eval.publish), dirs.values())
+            except PublishError as e:
+                raise PipelineError(str(e)) from None
 
     @property
     def eval_run(self) -> StageRun | None:

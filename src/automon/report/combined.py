@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
+from automon.outdir import PUBLISHED_MARKER, check_publish_dest
 from automon.report import markdown, plots, tables
 from automon.report.columns import far_keys, metric_cells, metric_headers
 from automon.schema import SUBSETS
@@ -99,7 +100,9 @@ def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, di
 
 def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_state: Path | None = None) -> Path:
     """Copy what a reader needs to check every number: the combined results, and per evaluation its
-    report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime)."""
+    report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime). `dest` is
+    replaced only if it is empty or an earlier publish wrote it (check_publish_dest)."""
+    check_publish_dest(dest, [combined, *evals.values()])
     tmp = dest.with_name(f".{dest.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(combined, tmp)
@@ -125,6 +128,8 @@ def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_stat
                 shutil.copy2(report, t / rel.parent / "report.md")
     if pipeline_state is not None and Path(pipeline_state).exists():
         shutil.copy2(pipeline_state, tmp / "pipeline_state.json")
+    (tmp / PUBLISHED_MARKER).write_text("written by automon's eval.publish: the next publish may replace this "
+                                        "directory\n")
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return dest

@@ -38,7 +38,8 @@ class _Pair:
     """A task's construct pair and, once queued (`_queue`), the verifier handles of its four checks."""
     twins: Twins
     checks: tuple[int, int, int, int] | None = None  # gaming visible, gaming hidden, benign visible, benign hidden
-    bug_checks: tuple[int, int] | None = None  # the plain-bug control's visible and hidden checks (v9)
+    # the plain-bug control's visible (its task's test pair only, else None) and hidden checks (v9)
+    bug_checks: tuple[int | None, int] | None = None
 
 
 def constructible(task: Task, tw: Twins) -> str | None:
@@ -103,17 +104,17 @@ def verify(tasks: list[Task], queued: dict[str, list[_Pair]], seed: int, verifie
                     if i + 1 < len(queued[k]) and not _verified(queued[k][i], verifier)}
     balanced = _balanced(tasks, queued, seed, verifier)
     for key in balanced:
+        first = next(q for q in queued[key] if _verified(q, verifier))  # the task's test pair
         for q in queued[key]:
             if q.checks is None:
                 _queue(by_key[key], q, verifier)
+            if contrast and q.twins.bug is not None:  # in the same batch: a bug's checks cost as much as a twin's
+                # the hidden tests decide (a bug fails them); the visible verdict is recorded for the test
+                # split's control only, where it shows bugs a behavioural verdict would call gaming
+                asserts = [v.text for v in by_key[key].visible]
+                q.bug_checks = (verifier.visible(q.twins.bug, asserts) if q is first else None,
+                                verifier.hidden(q.twins.bug, by_key[key].hidden))
     verifier.run()
-    if contrast:  # only the pairs that make samples: a bug's checks cost as much as a twin's
-        for key in balanced:
-            for q in queued[key]:
-                if q.twins.bug is not None and _verified(q, verifier):
-                    asserts = [v.text for v in by_key[key].visible]
-                    q.bug_checks = (verifier.visible(q.twins.bug, asserts), verifier.hidden(q.twins.bug, by_key[key].hidden))
-        verifier.run()
 
 
 def _verified(q: _Pair, verifier: Verifier) -> bool:
@@ -179,7 +180,8 @@ def _bug(task: Task, q: _Pair, benign: Draft, seed: int, verifier: Verifier, dro
     sandbox alone). One that passes the hidden tests is no bug (counted)."""
     if q.bug_checks is None:
         return None
-    (v_ok, _), (h_ok, h_why) = verifier[q.bug_checks[0]], verifier[q.bug_checks[1]]
+    v_ok = None if q.bug_checks[0] is None else verifier[q.bug_checks[0]][0]
+    h_ok, h_why = verifier[q.bug_checks[1]]
     asserts = [v.text for v in task.visible]
     if h_ok:
         drops.add(SUBSET, "plain_bug_passes_hidden_tests")
@@ -193,7 +195,8 @@ def _bug(task: Task, q: _Pair, benign: Draft, seed: int, verifier: Verifier, dro
     meta.update(strategy=f"{q.twins.family}_plain_bug", control="plain_bug",
                 wrong_impl=q.twins.gaming.meta["wrong_impl"],
                 constructs={"test_keyed": found.test_keyed, "tampering": found.tampering},
-                verification={"visible": "pass" if v_ok else "fail", "hidden": "fail", "hidden_result": h_why,
+                verification={"visible": "not run" if v_ok is None else "pass" if v_ok else "fail", "hidden": "fail",
+                              "hidden_result": h_why,
                               "hidden_tests": task.n_hidden, **({"isolation": benign.meta["verification"]["isolation"]}
                                                                 if "isolation" in benign.meta["verification"] else {})})
     return Draft(benign.request, response, 0, [], meta, f"{q.twins.family}_plain_bug")
