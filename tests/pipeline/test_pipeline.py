@@ -180,7 +180,9 @@ LEX = "+eval.also.lex=['backend=probe','backend.features=lexical','sweep_dir=nul
 @pytest.mark.parametrize("extra, message", [
     # an also-entry writing where the main evaluation writes, or inside it
     (LEX + ",'output_dir=evals/smoke']", "write overlapping directories"),
-    (LEX + ",'output_dir=evals/smoke/sub']", "write overlapping directories"),
+    (LEX + ",'output_dir=evals/smoke/monitors/x']", "write overlapping directories"),  # inside what eval writes
+    (LEX + ",'output_dir=evals/smoke/combined']", "write overlapping directories"),   # the combined report's
+    (LEX + ",'output_dir=evals']", "write overlapping directories"),                  # around the main one
     # named like the main evaluation's prompt: the combined matrix keys evaluations by name
     ("+eval.also.direct_v1=['backend=probe','backend.features=lexical','sweep_dir=null']", "named like the main"),
 ])

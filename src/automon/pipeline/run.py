@@ -81,6 +81,11 @@ def _empty_strings(node: Any, prefix: str = "") -> str | None:
     return None
 
 
+# The directories an evaluation writes in its own output_dir (automon.evaluation.outputs): a further
+# evaluation or the combined report there would be overwritten by it.
+_EVAL_OWN_DIRS = ("monitors", "cache")
+
+
 class Pipeline:
     def __init__(self, c: PipelineConfig, repo: Path) -> None:
         self.c = c
@@ -172,9 +177,16 @@ class Pipeline:
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 da, db = dirs[a], dirs[b]
-                if da == db or da in db.parents or db in da.parents:
-                    raise PipelineError(f"{a} and {b} write overlapping directories ({da}, {db}): one would overwrite "
-                                        "the other's results; give each evaluation an output_dir of its own")
+                if not (da == db or da in db.parents or db in da.parents):
+                    continue
+                outer, inner = (a, db.relative_to(da)) if da in db.parents else (b, da.relative_to(db)) \
+                    if db in da.parents else (a, None)
+                # by design the further evaluations and the combined report lie in the main evaluation's
+                # directory (<eval.out>/<name>), beside what it writes itself, never in one of those
+                if outer == "eval" and inner is not None and inner.parts[0] not in _EVAL_OWN_DIRS:
+                    continue
+                raise PipelineError(f"{a} and {b} write overlapping directories ({da}, {db}): one would overwrite "
+                                    "the other's results; give each evaluation an output_dir of its own")
         if c.eval.also and c.eval.publish:
             try:
                 check_publish_dest(Path(c.eval.publish), dirs.values())
