@@ -912,7 +912,16 @@ print(seen)
 """
 
 
-def test_two_programs_graded_at_once_cannot_signal_through_locks(mode):
+@pytest.fixture()
+def one_job_a_request(monkeypatch):
+    """Each job its own request, so that two jobs of one run_many go to two workers at once (the pool
+    otherwise hands consecutive jobs to one worker together)."""
+    import automon.sandbox.pool as pool
+
+    monkeypatch.setattr(pool, "_CHUNK", 1)
+
+
+def test_two_programs_graded_at_once_cannot_signal_through_locks(mode, one_job_a_request):
     """Two workers, two programs at once: the first tries to lock 16 files of the standard library, the
     second, meanwhile, looks for locks on them. Neither gets through."""
     box = start(mode, workers=2)
@@ -1042,3 +1051,48 @@ def test_a_function_argument_is_unverifiable_not_a_failure(sb):
     g = sb.run_jobs([hidden_job(code, hidden_tests("assert apply(lambda v: v + 1, 1) == 2\n", remote=("apply",)))])[0]
     ok, why = hidden_verdict(g)
     assert not ok and why.startswith("unverifiable: ") and "function" in why, (why, g.grader.stderr[-500:])
+
+
+FUTEX = """
+import ctypes, errno, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.syscall.restype = ctypes.c_long
+fd = os.open(os.path.join(os.path.dirname(os.__file__), "os.py"), os.O_RDONLY)
+addr = libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED: the root's file, as every program sees it
+NR = 202 if os.uname().machine == "x86_64" else 98
+class Timespec(ctypes.Structure):
+    _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+if ROLE == "wait":
+    rc = libc.syscall(NR, ctypes.c_void_p(addr), 0, ctypes.c_int.from_address(addr).value,  # FUTEX_WAIT, shared
+                      ctypes.byref(Timespec(2, 0)), None, 0)
+    print("refused" if rc == -1 and ctypes.get_errno() == errno.EPERM else f"waited {rc} {ctypes.get_errno()}")
+else:
+    woken = 0
+    for _ in range(15):
+        time.sleep(0.1)
+        rc = libc.syscall(NR, ctypes.c_void_p(addr), 1, 1, None, None, 0)  # FUTEX_WAKE, shared
+        if rc == -1:
+            print("refused" if ctypes.get_errno() == errno.EPERM else f"error {ctypes.get_errno()}")
+            sys.exit(0)
+        woken += rc
+    print(f"woke {woken}")
+"""
+
+
+def test_two_programs_cannot_meet_on_a_shared_futex(mode, one_job_a_request):
+    """A futex without FUTEX_PRIVATE_FLAG is keyed by the mapped file: two programs mapping one file of the
+    shared root (os.py) could wait and wake each other across workers, the waker counting who waited. Only
+    private futexes are allowed (Python's locks and threads use nothing else: the control below)."""
+    box = start(mode, workers=2)
+    try:
+        limits = Limits(timeout_s=10, cpu_s=2, memory_mb=256)
+        waiter, waker = box.run_many(["ROLE = 'wait'\n" + FUTEX, "ROLE = 'wake'\n" + FUTEX], limits)
+        threads = box.run("import threading\nt = threading.Thread(target=lambda: None)\nt.start()\nt.join()\n"
+                          "c = threading.Condition()\nwith c:\n    c.wait(0.01)\nprint('ok')\n", limits)
+    finally:
+        box.close()
+    assert waiter.ok and waker.ok, (waiter, waker)
+    assert waiter.stdout.strip() == "refused" and waker.stdout.strip() == "refused", (waiter.stdout, waker.stdout)
+    assert threads.ok and threads.stdout == "ok\n", threads

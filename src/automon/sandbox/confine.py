@@ -249,7 +249,10 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "m
            # change their priority, scheduling policy, CPU affinity or I/O priority (PRIO_USER reaches
            # every process of the uid: a starved zygote starves every later program of the pool)
            "kcmp", "setpriority", "sched_setscheduler", "sched_setparam", "sched_setaffinity", "sched_setattr",
-           "ioprio_set")
+           "ioprio_set",
+           # futexes whose flags hide in a structure (futex_waitv) or that take no FUTEX_PRIVATE_FLAG check
+           # here (futex_wake, futex_wait, futex_requeue): see _FUTEX_PRIVATE
+           "futex_waitv", "futex_wake", "futex_wait", "futex_requeue")
 _F_SETPIPE_SZ = 1031
 # fcntl commands refused: pipe growth (kernel memory), and the lock, lease and notification state a file
 # of the shared root would carry from one program to another graded at the same time (F_GETLK 5, F_SETLK
@@ -260,6 +263,11 @@ _FCNTL_DENIED = (_F_SETPIPE_SZ, 5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 # virtual console. A program has no terminal to reach (no /dev/tty, no session shared with the
 # user's), so this is a second wall, not the first.
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
+# futex() without FUTEX_PRIVATE_FLAG keys its wait queue by the mapped file and offset: two programs that
+# map one file of the shared read-only root could wait and wake each other (and count the waiters woken)
+# across workers. Private futexes (every lock, condition and thread join of Python and glibc within a
+# process) are keyed by the process's own address space.
+_FUTEX_PRIVATE = 128
 _CLONE_PIDFD = 0x1000
 # Per architecture: the AUDIT_ARCH value, the syscall numbers, and the first number of a second
 # ABI sharing the architecture value (x86_64's x32), refused whole.
@@ -276,7 +284,8 @@ _ARCHES = {
                                 inotify_add_watch=254, fanotify_init=300, fanotify_mark=301, setxattr=188,
                                 lsetxattr=189, fsetxattr=190, kcmp=312, setpriority=141, sched_setscheduler=144,
                                 sched_setparam=142, sched_setaffinity=203, sched_setattr=314, ioprio_set=251,
-                                prlimit64=302), 0x40000000),
+                                prlimit64=302, futex=202, futex_waitv=449, futex_wake=454, futex_wait=455,
+                                futex_requeue=456), 0x40000000),
     "aarch64": (0xC00000B7, dict(unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, clone=220,
                                  clone3=435, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
                                  fsmount=432, fspick=433, mount_setattr=442, keyctl=219, add_key=217,
@@ -288,14 +297,15 @@ _ARCHES = {
                                  pidfd_open=434, sysinfo=179, flock=32, inotify_init1=26, inotify_add_watch=27,
                                  fanotify_init=262, fanotify_mark=263, setxattr=5, lsetxattr=6, fsetxattr=7,
                                  kcmp=272, setpriority=140, sched_setscheduler=119, sched_setparam=118,
-                                 sched_setaffinity=122, sched_setattr=274, ioprio_set=30, prlimit64=261), None),
+                                 sched_setaffinity=122, sched_setattr=274, ioprio_set=30, prlimit64=261, futex=98,
+                                 futex_waitv=449, futex_wake=454, futex_wait=455, futex_requeue=456), None),
 }
 
 
 def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter as BPF instructions (code, jt, jf, k): another architecture's system calls are
-    fatal; the calls in _DENIED, ioctl(TIOCSTI or TIOCLINUX), fcntl's commands in _FCNTL_DENIED,
-    prlimit64 on another process and clone with a namespace flag or
+    fatal; the calls in _DENIED, ioctl(TIOCSTI or TIOCLINUX), fcntl's commands in _FCNTL_DENIED, a futex
+    without FUTEX_PRIVATE_FLAG, prlimit64 on another process and clone with a namespace flag or
     CLONE_PIDFD fail with EPERM; clone3 with ENOSYS (its flags are behind a pointer, out of a filter's reach; the C
     library then uses clone)."""
     arch, nr, second_abi = _ARCHES[machine]
@@ -307,6 +317,8 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     prog += [(_JEQ, 0, 1, nr["clone3"]), (_RET, 0, 0, _ERRNO | _ENOSYS)]
     prog += _arg_in(nr["ioctl"], 24, (_TIOCSTI, _TIOCLINUX))  # args[1], the request
     prog += _arg_in(nr["fcntl"], 24, _FCNTL_DENIED)  # args[1], the command
+    prog += [(_JEQ, 0, 4, nr["futex"]), (_LD_ABS, 0, 0, 24),  # args[1], the operation and its flags
+             (_JSET, 0, 1, _FUTEX_PRIVATE), (_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | _EPERM)]
     # prlimit64 on another process (pid != 0): the zygote's limits are not the program's to change
     prog += [(_JEQ, 0, 4, nr["prlimit64"]), (_LD_ABS, 0, 0, 16),  # args[0], the pid
              (_JEQ, 0, 1, 0), (_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | _EPERM)]
