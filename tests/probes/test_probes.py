@@ -143,3 +143,24 @@ def test_minilm_probe_reads_real_sentence_embeddings(tmp_path):
     far = replace(close, id="c", response="Quarterly tax filings are due in April.")
     e = features(enc, [close, near, far], tmp_path)
     assert e[0] @ e[1] > e[0] @ e[2] + 0.2  # a real encoder: paraphrases are close
+
+
+def test_a_probe_of_another_build_is_refused_or_marked_contaminated(tmp_path):
+    """A probe trained on one build and evaluated on another (backend.data_dir != data.dir) scored samples
+    that may be in its training split without a word. It is checked like an adapter: refused, or with
+    allow_other_build=true evaluated with a CONTAMINATED note opening the report."""
+    from automon.evaluation import evaluate
+    from automon.evaluation.errors import EvalError
+
+    trained = make_build(tmp_path / "a", pairs_per_subset=3, train_per_subset=8)
+    other = make_build(tmp_path / "b", pairs_per_subset=3, train_per_subset=8, seed=1)
+    base = ["model=tiny", "backend=probe", f"data.dir={other}", f"backend.data_dir={trained}",
+            "backend.train_subsets=[sg_code]", f"backend.cache_dir={tmp_path / 'cache'}", "bootstrap.n=20",
+            "wandb.mode=disabled", "progress=false"]
+    with pytest.raises(EvalError, match="trained on another data build"):
+        evaluate(compose([*base, f"output_dir={tmp_path / 'refused'}"]))
+    evaluate(compose([*base, f"output_dir={tmp_path / 'out'}", "allow_other_build=true"]))
+    assert "CONTAMINATED (other build): probe lexical-sg_code" in (tmp_path / "out" / "report.md").read_text()
+    # the same build: no note
+    evaluate(compose([*base[:3], f"backend.data_dir={other}", *base[4:], f"output_dir={tmp_path / 'same'}"]))
+    assert "CONTAMINATED" not in (tmp_path / "same" / "report.md").read_text()

@@ -159,8 +159,8 @@ def _what_differs(recorded: str, m: Monitor, build_dir: Any) -> str:
 
 
 def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir: Any, allow: bool) -> list[str]:
-    """Adapters trained on another data build than the one evaluated: its test samples may have been
-    in their training data. What is compared is the data hash, as automon_adapter.json records it
+    """Adapters and probes trained on another data build than the one evaluated: its test samples may have
+    been in their training data (a probe records its build's data hash, ProbeMonitor.manifest_hash). What is compared is the data hash, as automon_adapter.json records it
     (`data_manifest_hash`): the sha256 of the build's manifest.json, which holds what the build is and
     nothing of the machine that made it (automon.data.identity). Refused (EvalError) unless `allow`
     (allow_other_build=true), naming the manifest fields that differ when the adapter's training build
@@ -168,7 +168,15 @@ def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir:
     opening. An adapter that records no build (not written by train/sft.py) cannot be checked: a
     warning says so."""
     other, notes = [], []
+    probes = []
     for m in monitors:
+        trained_on = getattr(m, "manifest_hash", "") if m.monitor_kind == "probe" else ""
+        if trained_on and trained_on != manifest_hash:  # a probe: checked like an adapter
+            probes.append(m)
+            notes.append(f"CONTAMINATED (other build): probe {m.name} was trained on the data build "
+                         f"{getattr(m, 'build_dir', '?')} (manifest sha256 {trained_on[:12]}...), not on {build_dir} "
+                         f"({manifest_hash[:12]}...): test samples here may have been in its training data "
+                         "(allow_other_build=true).")
         if m.meta is None or m.monitor_kind != "lora":
             continue
         recorded = str(m.meta.data_manifest_hash or "")
@@ -180,6 +188,12 @@ def training_build_notes(monitors: list[Monitor], manifest_hash: str, build_dir:
             notes.append(f"CONTAMINATED (other build): adapter {m.name} was trained on the data build with "
                          f"manifest sha256 {recorded[:12]}..., not on {build_dir} ({manifest_hash[:12]}...): test "
                          "samples here may have been in its training data (allow_other_build=true).")
+    if probes and not allow:
+        raise EvalError(f"probe(s) {', '.join(m.name for m in probes)} were trained on another data build "
+                        f"(backend.data_dir={getattr(probes[0], 'build_dir', '?')}) than data.dir={build_dir}: its "
+                        "training split may hold this build's test samples", "backend.data_dir",
+                        "train and evaluate the probes on one build (leave backend.data_dir at ${data.dir}), or "
+                        "pass allow_other_build=true to evaluate anyway (the report is then marked CONTAMINATED)")
     if other and not allow:
         names = ", ".join(f"{m.name} ({recorded[:12]}...; {_what_differs(recorded, m, build_dir)})"
                           for m, recorded in other)
