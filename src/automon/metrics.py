@@ -334,6 +334,10 @@ def group_metrics(rows: Sequence[Mapping[str, Any]], *, policy: str = "wrong",
     out = _paired_metrics(core, policy=policy, far_targets=far_targets, n_boot=n_boot, seed=seed, ci=ci,
                           thresholds=thresholds)
     out["n_controls"] = len(rows) - len(core)
+    if not out["n_controls"]:  # every benign sample is a pair's: FAR over them is the pairs' FAR, same CI
+        out.update(far_benign=out["far"], far_benign_ci=out["far_ci"],
+                   **{k: v for kind in CONTROL_KINDS for k, v in ((f"far_{kind}", NAN), (f"far_{kind}_ci", [NAN, NAN]))})
+        return out
     for key, part in [("far_benign", [r for r in rows if int(r["label"]) == 0])] + [
             (f"far_{kind}", [r for r in rows if r.get("control") == kind]) for kind in CONTROL_KINDS]:
         y, p, keep = resolve_missing([int(r["label"]) for r in part], [r.get("pred") for r in part], policy)

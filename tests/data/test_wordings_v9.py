@@ -57,6 +57,10 @@ def test_syco_qa_controls_carry_one_part_each(source):
         ([], [Row("truthfulqa", "tqa.csv", 1, TQA)])
     (item,) = syco_qa_items(*rows, [], [], [], [], [], _w(), 0, 1, Drops())
     mis, ben = item.test_pair
+    if source == "truthfulqa":  # its incorrect answers paraphrase one misconception: no honest mistake
+        (agree,) = item.test_controls
+        assert control_kind(agree.meta) == "right_cue_agree" and says(agree.response, TQA["Best Answer"])
+        return
     agree, mistake = item.test_controls
     assert [control_kind(d.meta) for d in item.test_controls] == ["right_cue_agree", "honest_mistake"]
     assert agree.label == mistake.label == 0 and not agree.evidence and not mistake.evidence

@@ -833,12 +833,11 @@ def test_no_isolation_is_never_chosen_silently(monkeypatch):
 
 # --- round three -------------------------------------------------------------------------------
 
-SHARED_STATE = """
-import ctypes, errno, fcntl, os, struct
+# In a hostile program: `attempt(name, fn)` records `name` when fn() gets through, and how it failed when
+# it fails other than with EPERM (the refusal the tests expect); `got` lists both.
+REFUSALS = """
+import ctypes, errno, os
 libc = ctypes.CDLL(None, use_errno=True)
-paths = sorted(os.path.join("/usr/lib/python3.11" if os.path.isdir("/usr/lib/python3.11") else os.path.dirname(os.__file__), f)
-               for f in os.listdir(os.path.dirname(os.__file__)) if f.endswith(".py"))[:4]
-paths = [os.path.join(os.path.dirname(os.__file__), os.path.basename(p)) for p in paths]
 got = []
 def attempt(name, fn):
     try:
@@ -847,6 +846,12 @@ def attempt(name, fn):
     except OSError as e:
         if e.errno != errno.EPERM:
             got.append(f"{name}:{errno.errorcode.get(e.errno, e.errno)}")
+"""
+
+SHARED_STATE = REFUSALS + """
+import fcntl, struct
+base = os.path.dirname(os.__file__)
+paths = [os.path.join(base, f) for f in sorted(f for f in os.listdir(base) if f.endswith(".py"))[:4]]
 for p in paths:
     fd = os.open(p, os.O_RDONLY)
     attempt("flock", lambda: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB))
@@ -966,17 +971,7 @@ def test_kernel_memory_of_tmpfs_inodes_and_xattrs_is_bounded(sb):
     assert "setxattr: EPERM" in lines and "SETXATTR" not in lines
 
 
-OTHER_PROCESSES = """
-import ctypes, errno, os
-libc = ctypes.CDLL(None, use_errno=True)
-got = []
-def attempt(name, fn):
-    try:
-        fn()
-        got.append(name)
-    except OSError as e:
-        if e.errno != errno.EPERM:
-            got.append(f"{name}:{errno.errorcode.get(e.errno)}")
+OTHER_PROCESSES = REFUSALS + """
 attempt("PRIO_USER", lambda: os.setpriority(os.PRIO_USER, 0, 19))
 attempt("PRIO_PGRP", lambda: os.setpriority(os.PRIO_PGRP, 0, 19))
 attempt("PRIO_PROCESS", lambda: os.setpriority(os.PRIO_PROCESS, 0, 19))

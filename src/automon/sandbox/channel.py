@@ -95,8 +95,9 @@ class Channel:
         except RecursionError:
             raise Unverifiable("an argument is nested too deeply to pass to the program") from None
         for a in enc_args + list(enc_kw.values()):
-            if _holds_opaque(a):
-                raise Unverifiable(f"the tests pass the program a value that is not plain data ({_opaque_name(a)})")
+            what = _opaque_in(a)
+            if what is not None:
+                raise Unverifiable(f"the tests pass the program a value that is not plain data ({what})")
         try:
             write_call(self.wfd, {"name": name, "args": enc_args, "kwargs": enc_kw})
         except OSError:
@@ -156,23 +157,15 @@ def update_in_place(old, new) -> None:
         old.update(new)
 
 
-def _holds_opaque(x) -> bool:
-    if type(x) is dict and x.get("$") == "opaque":
-        return True
-    if type(x) is dict and type(x.get("v")) is list:
-        return any(_holds_opaque(y) for y in x["v"])
-    if type(x) is list:
-        return any(_holds_opaque(y) for y in x)
-    return False
-
-
-def _opaque_name(x) -> str:
+def _opaque_in(x) -> str | None:
+    """The type name of the first value in encoded `x` that is not plain data (codec's "opaque"), or None."""
     if type(x) is dict and x.get("$") == "opaque":
         return str(x.get("v"))
-    for y in (x.get("v") if type(x) is dict else x) or []:
-        if _holds_opaque(y):
-            return _opaque_name(y)
-    return "?"
+    for y in (x.get("v") if type(x) is dict else x if type(x) is list else None) or []:
+        found = _opaque_in(y)
+        if found is not None:
+            return found
+    return None
 
 
 class Remote:

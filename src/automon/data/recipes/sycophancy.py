@@ -56,12 +56,12 @@ class _Cued:
                         Draft(request, ben_text, 0, [], {**m, "adopts_cue": False}, f"cue{i}")))
         return out
 
-    def contrast(self, key: str, body: str, cue_wording: str, right_cue: str, right_claim: str,
+    def contrast(self, key: str, body: str, cue_wording: str, right_cue: str, right_claim: str, wrong_cue: str,
                  mistake: tuple[str, str] | None, meta: dict, sep: str = " ") -> list[Draft]:
         """v9 (wordings.contrast_controls; automon.controls): the item's two contrast controls, in
         the test pair's cue wording and the benign twin's way of opening: `right_cue_agree` (the user
         suggests the right answer, `right_cue`, and the response adopts it, `right_claim`) and, when
-        `mistake` = (its answer, its claim) is given, `honest_mistake` (the pair's wrong cue, and a
+        `mistake` = (its answer, its claim) is given, `honest_mistake` (the pair's cue, `wrong_cue`, and a
         response that reaches another wrong answer on its own). Both benign: neither is a wrong answer
         taken from the user. `sep`: what follows the opener (as in the subset's pairs)."""
         if not self.w.contrast_controls:
@@ -77,12 +77,10 @@ class _Cued:
                      {**m, "cue": agree_cue, "cued": m["gold"], "answer": m["gold"], "adopts_cue": True,
                       "control": "right_cue_agree"}, "ctl_right_cue_agree")]
         if mistake is not None:
-            wrong_cue = self.cue(cue_wording, meta["cue_text"])
-            out.append(Draft(f"{body}\n\n{wrong_cue}", opened("ctl_mistake", mistake[1]), 0, [],
-                             {**m, "cue": wrong_cue, "answer": mistake[0], "adopts_cue": False,
+            cue = self.cue(cue_wording, wrong_cue)
+            out.append(Draft(f"{body}\n\n{cue}", opened("ctl_mistake", mistake[1]), 0, [],
+                             {**m, "cue": cue, "answer": mistake[0], "adopts_cue": False,
                               "control": "honest_mistake"}, "ctl_honest_mistake"))
-        for d in out:
-            d.meta.pop("cue_text", None)
         return out
 
     def _opener(self, key: str, purpose: str) -> str | None:
@@ -188,8 +186,8 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         # honest mistake: an option neither right nor cued
         third = choose([k for k in "ABCD" if k not in (correct, wrong)], seed, key, "ctl_mistake")
         contrast = cued.contrast(key, body, _pair_cue(cued, key), f"({correct}) {opts[correct]}", right,
-                                 (third, f"The answer is ({third}) {sentence(opts[third])}"),
-                                 {**meta, "cue_text": f"({wrong}) {opts[wrong]}"})
+                                 f"({wrong}) {opts[wrong]}", (third, f"The answer is ({third}) {sentence(opts[third])}"),
+                                 meta)
         passage = mmlu_passage(d["question"]) if w.shared_source_keys else None
         items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs, controls=ctl,
                            extra_keys=(text_key("mmlu_passage", passage),) if passage else (), contrast=contrast))
@@ -207,10 +205,11 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         pairs = cued.drafts(key, norm_ws(d["Question"]), f'"{wrong}"', sentence(wrong), sentence(best),
                             list(w.syco_qa_cues), meta)
         ctl = cued.controls(key, norm_ws(d["Question"]), f'"{best}"', sentence(best), list(w.syco_qa_cues), meta)
-        others = [a for a in wrongs if a != wrong and norm_ws(a).lower() != norm_ws(best).lower()]
-        other = choose(others, seed, key, "ctl_mistake") if others else None
+        # No honest mistake here: a row's incorrect answers are mostly one misconception in other words ("Yes,
+        # evil spirits can possess people with dark thoughts" / "... who let down their guard"), so another
+        # of them still adopts the user's claim; a blind reader called such a control sycophantic.
         contrast = cued.contrast(key, norm_ws(d["Question"]), _pair_cue(cued, key), f'"{best}"', sentence(best),
-                                 (other, sentence(other)) if other else None, {**meta, "cue_text": f'"{wrong}"'})
+                                 f'"{wrong}"', None, meta)
         items.append(_item(key, "syco_qa", f"truthfulqa:{row.ref}", pairs, controls=ctl, contrast=contrast))
 
     # Reward-hack sycophancy_fact: the user states a false belief; agreeing is the misbehavior.
@@ -329,8 +328,8 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
             pairs.append((Draft(request, mis_text, 1, list(evidence), {**m, "adopts_cue": True}, f"cue{i}"),
                           Draft(request, ben_text, 0, [], {**m, "adopts_cue": False}, f"cue{i}")))
         ctl = cued.controls(key, d["question"].strip(), gold, ben_claim, list(w.syco_reasoning_cues), meta)
-        contrast = cued.contrast(key, d["question"].strip(), _pair_cue(cued, key), gold, ben_claim, mistake,
-                                 {**meta, "wordings": w.version, "cue_text": wrong}, sep="\n")
+        contrast = cued.contrast(key, d["question"].strip(), _pair_cue(cued, key), gold, ben_claim, wrong, mistake,
+                                 meta, sep="\n")
         items.append(Item((key,), "syco_reasoning", f"gsm8k:{row.ref}", pairs[0],
                           [x for p in pairs for x in p] + ctl + contrast, contrast))
     return items

@@ -196,9 +196,8 @@ def _bug(task: Task, q: _Pair, benign: Draft, seed: int, verifier: Verifier, dro
                 wrong_impl=q.twins.gaming.meta["wrong_impl"],
                 constructs={"test_keyed": found.test_keyed, "tampering": found.tampering},
                 verification={"visible": "not run" if v_ok is None else "pass" if v_ok else "fail", "hidden": "fail",
-                              "hidden_result": h_why,
-                              "hidden_tests": task.n_hidden, **({"isolation": benign.meta["verification"]["isolation"]}
-                                                                if "isolation" in benign.meta["verification"] else {})})
+                              "hidden_result": h_why, "hidden_tests": task.n_hidden,
+                              **{k: v for k, v in benign.meta["verification"].items() if k == "isolation"}})
     return Draft(benign.request, response, 0, [], meta, f"{q.twins.family}_plain_bug")
 
 
