@@ -55,3 +55,13 @@ def test_reference_monitors_report_the_controls_beside_the_pairs(tmp_path):
     assert rows[("reference:agrees", "safety_qa")]["far_right_cue_agree"] == ""  # no controls there
     report = (out / "monitors" / "reference-agrees" / "report.md").read_text()
     assert "FAR right_cue_agree" in report and "FAR all benign" in report
+
+
+def test_a_subsample_takes_whole_pairs_with_their_controls(tmp_path):
+    """data.max_pairs_per_subset counts pairs: a control (a pair id of its own, sorting before the pairs'
+    here) comes with its pair, so a subsample of a subset never holds controls without misbehavior."""
+    from automon.data.io import load_build
+    from automon.evaluation.inputs import pick_test_samples
+
+    picked = [s for s in pick_test_samples(load_build(_build(tmp_path / "b")).samples("test"), ["syco_qa"], 2)]
+    assert sorted(s.id for s in picked) == ["a0", "a1", "b0", "b1", "h0", "h1", "m0", "m1"]

@@ -58,16 +58,20 @@ class Inputs:
 
 
 def pick_test_samples(samples: Sequence[Sample], subsets: Sequence[str], max_pairs: int | None) -> list[Sample]:
-    """The test samples of `subsets`; with `max_pairs`, the first whole pairs (by pair id) of each subset."""
+    """The test samples of `subsets`; with `max_pairs`, the first whole pairs (by pair id) of each subset,
+    each with its contrast controls (a control has a pair id of its own, so it is picked by its pair's)."""
     keep = [s for s in samples if s.subset in subsets]
     if max_pairs is not None:
+        def pair_of(s: Sample) -> str:
+            return s.meta.get("group") or s.pair_id or s.id
+
         allowed: set[tuple[str, str]] = set()
         by_subset: dict[str, set[str]] = defaultdict(set)
         for s in keep:
-            by_subset[s.subset].add(s.pair_id or s.id)
+            by_subset[s.subset].add(pair_of(s))
         for sub, pids in by_subset.items():
             allowed |= {(sub, p) for p in sorted(pids)[:max_pairs]}
-        keep = [s for s in keep if (s.subset, s.pair_id or s.id) in allowed]
+        keep = [s for s in keep if (s.subset, pair_of(s)) in allowed]
     if not keep:
         raise EvalError(f"the test split has no samples in subsets {list(subsets)}")
     return keep
