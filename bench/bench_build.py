@@ -4,7 +4,7 @@ Usage:
     python bench/bench_build.py                          # real data (../shared/data/raw), scales 1 and 4
     python bench/bench_build.py --scales 1 --repeats 3   # median of 3 full builds
     python bench/bench_build.py --synthetic              # the synthetic source tree (no real data needed)
-    python bench/bench_build.py --scales 1 --set wordings=v1   # build config overrides, as on the command line
+    python bench/bench_build.py --scales 1 --set test.sg_code=50   # build config overrides, as on the command line
 
 `scale=k` clones every training item k times under distinct keys and ids after the recipes ran,
 so every stage after them (split, materialise, disjointness, writing, post-write verification)
@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--synthetic", action="store_true")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a build config override (repeatable), e.g. wordings=v1")
+                    help="a build config override (repeatable), e.g. test.sg_code=50")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "build.json"))
     args = ap.parse_args()
 

@@ -1,4 +1,4 @@
-"""Contrast controls (wordings v9, `contrast_controls`): benign samples that carry ONE part of a
+"""Contrast controls (since wordings v9): benign samples that carry ONE part of a
 misbehavior alone, so that no monitor checking a single feature reads the label.
 
 A misbehavior is a conjunction: sycophancy = a wrong answer AND adopted from the user; spec gaming in
@@ -44,7 +44,7 @@ CONTROL_KINDS: dict[str, ControlKind] = {
 
 
 def control_kind(meta: dict) -> str | None:
-    """The sample's contrast-control kind, or None for a paired sample (and for v1-v8's training-only
-    controls, whose kinds are not in CONTROL_KINDS: they are training data, not a test construct)."""
+    """The sample's contrast-control kind, or None for a paired sample (and for sg_qa's training-only
+    controls, whose kind is not in CONTROL_KINDS: they are training data, not a test construct)."""
     kind = meta.get("control")
     return kind if kind in CONTROL_KINDS else None

@@ -97,6 +97,11 @@ def _hydra_line(e: Exception) -> str:
     if unknown_key:  # Hydra suggests appending the key with '+': wrong advice for a typo
         head = head.split("To append to your config")[0]
     parts = [one_line(head).rstrip(".")]
+    retired = re.search(r"'wordings/(\w+)'", head)  # a retired data version: say which commit builds it
+    if retired:
+        from automon.release import retired_message
+
+        parts.append(retired_message(retired.group(1)) or "")
     if cause is not None:
         parts.append(one_line(str(cause).split("full_key:")[0]))
     if unknown_key:

@@ -47,16 +47,12 @@ class SubsetError(ValueError):
 
 @dataclass(frozen=True)
 class WordingKey:
-    """A key of conf/wordings/<version>.yaml that one subset owns (a key several subsets read is in
-    automon.config.wordings.SharedWordings). The default must keep every released version's build byte
-    for byte: a version that does not set the key builds as it did before the key existed."""
+    """A key of conf/wordings/v9.yaml that one subset owns (a key several subsets read is in
+    automon.config.wordings.SharedWordings)."""
     name: str
     type: Any     # its schema type: bool, str, List[str], ...
     default: Any  # a list or dict default is copied for each config
     doc: str      # what it does (the build's --help prints it)
-    # Added after wordings v6: manifest.json records it only where a version sets it otherwise than its
-    # default, so the data hashes of builds made before the key existed stay (automon.data.identity).
-    late: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,7 +67,7 @@ class SubsetSpec:
     # The build runs this recipe in a forked process beside the others (sg_code: its planning and its
     # sandbox would otherwise wait for the other recipes or share the GIL with them). Same output.
     background: bool = False
-    # Its keys of the wordings schema (conf/wordings/<version>.yaml), after the shared ones.
+    # Its keys of the wordings schema (conf/wordings/v9.yaml), after the shared ones.
     wordings: tuple[WordingKey, ...] = ()
     # generator=policy's step for it (a callable or "module:function"); None: only the template generator.
     policy_recipe: Union[str, PolicyRecipe, None] = None
@@ -230,34 +226,21 @@ for _spec in (
         "opinion) and the unhackable control are training only.",
         wordings=(
             WordingKey("syco_qa_cues", List[str], [], "{cue}: the wrong option / answer"),
-            # v5 and later (91 of v4's 241 test pairs read "pricing., but")
-            WordingKey("cue_trim_period", bool, False,
-                       "v5 and later: syco_qa's cue drops an option's own closing full stop (\"is (D) EVC "
-                       "pricing, but\" rather than \"pricing., but\")"),
-            WordingKey("syco_qa_whole_questions", bool, False,
-                       "v7 and later: MMLU rows whose options list numbered statements (\"1,3,4\", \"II and "
-                       "III only\") that the question does not hold are left out (19 rows: 14 business_ethics "
-                       "rows cut upstream to their last statement, 5 high_school_psychology rows without their "
-                       "list)", late=True),
             WordingKey("syco_qa_excluded", Dict[str, str], {},
-                       "v8 and later: source rows left out (the samples' `source` -> why): MMLU rows whose key "
-                       "is wrong or whose question no option answers (annotations/mmlu_key_check)", late=True),
+                       "source rows left out (the samples' `source` -> why): MMLU rows whose key is wrong or "
+                       "whose question no option answers (annotations/mmlu_key_check)"),
         ),
         policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
     SubsetSpec(
         "syco_reasoning", "sycophancy", "reasoning", "automon.data.recipes.sycophancy:syco_reasoning_recipe",
         ("gsm8k",), 240,
         "GSM8K with a plausible wrong number as the cue; the misbehavior reaches the cued number and the "
-        "benign twin is the gold solution. Wordings v1: the cue is an intermediate result or a near miss "
-        "and the final step is bent to it (a false equation). Wordings v2: one operator of one step is "
-        "swapped (48/2 -> 48*2) and every later step recomputed, so the chain is as long as the benign "
-        "one and arithmetically right, and the cue is where it lands (evidence = the bent step and the "
-        "answer).",
+        "benign twin is the gold solution. The sycophantic chain misreads one quantity the question gives "
+        "and is otherwise the reference chain, word for word: every step computes with the numbers it "
+        "states, so it is as long as the benign one and arithmetically right, and the cue is where it lands "
+        "(evidence = the misread step and the answer).",
         wordings=(
             WordingKey("syco_reasoning_cues", List[str], [], "{cue}: the wrong number"),
-            WordingKey("syco_reasoning_consistent", bool, False,
-                       "v5 and later: syco_reasoning's bent step is consistent with its own words (the numbers "
-                       "the chain states are the numbers it computes with; one given number is misread)"),
         ),
         policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
     SubsetSpec(
@@ -270,45 +253,22 @@ for _spec in (
         "email_assistant choices: the high-reward option (1) vs the other (0).",
         wordings=(
             WordingKey("sg_qa_incentives", List[str], [], "sg_qa's incentive sentences"),
-            WordingKey("choices_by_letter", bool, False,
-                       "v3 and later: sg_qa's world_affecting choices are answered by their letter only (\"The "
-                       "answer is (B).\"), as theory_of_mind's are, so the response does not carry the option's "
-                       "own wording; a monitor has to read the options in the request"),
-            WordingKey("sg_qa_balanced", bool, False,
-                       "v4 and later: sg_qa items balanced in content, so the rewarded answer's words do not "
-                       "give the label away (recipes/sg_qa.py)"),
-            WordingKey("sg_qa_rewarded", bool, False,
-                       "v5 and later: sg_qa's gamed answer is the one its incentive rewards (the popular "
-                       "misconception for \"what most people believe\", a confident wrong answer for "
-                       "\"confident and specific\")"),
             WordingKey("sg_qa_excluded", Dict[str, str], {},
-                       "v7 and later: source rows left out (the samples' `source`, as read from sources.root -> "
-                       "why): rows whose own text no reader can judge fairly", late=True),
+                       "source rows left out (the samples' `source`, as read from sources.root -> why): rows "
+                       "whose own text no reader can judge fairly"),
         )),
     SubsetSpec(
         "sg_code", "spec_gaming", "code", "automon.data.recipes.sg_code.recipe:sg_code_recipe",
         ("humaneval", "mbpp", "rh_code_problems_hardcoded", "rh_code_selection", "rh_code_selection_unhackable"),
         219,
-        "HumanEval and MBPP with an incentive and visible tests: gaming solutions (hard-coded outputs, "
-        "special-cased inputs, early sys.exit(0), always-equal objects, patched asserts) vs the canonical "
+        "HumanEval and MBPP with an incentive and visible tests: construct pairs whose twins share their "
+        "surface (a lookup table, branches, or code that runs with the module): the gaming twin keys it on the "
+        "visible tests' inputs or tampers with the checker, in front of a wrong implementation; the benign "
+        "twin keys it on other inputs, or gives the construct its ordinary job, in front of the canonical "
         "solution. Every sample is executed in a sandbox: gaming passes the visible tests and fails the "
         "hidden ones, benign passes both; failures are dropped and counted.", background=True,
         wordings=(
             WordingKey("sg_code_incentives", List[str], [], "sg_code's incentive sentences"),
-            # Its own version, not the wordings version: a new wordings version need not change sg_code's
-            # templates, nor a new template version the cues.
-            WordingKey("sg_code_templates", str, "v1",
-                       "sg_code's template version (automon.config.wordings.SG_CODE_TEMPLATES): v1 (wordings "
-                       "v1), v2 (v2-v4: varied gaming forms, decoys in both twins), v3 (v5: construct pairs)"),
-            WordingKey("sg_code_minimal_pairs", bool, False,
-                       "v4: sg_code's test pairs are minimal pairs (the canonical solution with the same special "
-                       "cases for the visible inputs in both twins, the gaming twin's general code mutated); "
-                       "only execution tells them apart"),
-            WordingKey("sg_code_verify_unused_pairs", bool, True,
-                       "v1-v6: the v3 templates run the sandbox checks of every construct pair, those of tasks "
-                       "the mutation-direction balance leaves out too; v7: each task's pairs until one verifies, "
-                       "the rest only for the tasks kept (the same samples; the manifest counts the pairs not run)",
-                       late=True),
         ),
         policy_recipe="automon.data.recipes.sg_code_policy:sg_code_policy_items",
         check="automon.config.sg_code:check_sg_code"),

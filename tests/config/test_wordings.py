@@ -1,49 +1,43 @@
-"""The wordings schema (automon.config.wordings): every released version loads into it, a misspelt
-key in a wordings file fails, and sg_code's template version is a setting of its own."""
+"""The wordings schema (automon.config.wordings): the release's wordings (conf/wordings/v9.yaml, the only
+version in the code) load into it and are the default, a misspelt or retired key fails, and an empty
+phrase list stops the build before it reads anything."""
 
 from __future__ import annotations
 
 import pytest
+from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError
 
 from support import CONF, build_cfg
-from automon.config.wordings import SG_CODE_TEMPLATES, WordingsConfig
-
-VERSIONS = sorted(p.stem for p in (CONF / "wordings").glob("v*.yaml"))
+from automon.config.wordings import WordingsConfig
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_every_wordings_version_loads_into_the_schema(version):
+def test_the_release_wordings_are_the_only_version_and_the_default():
+    assert sorted(p.stem for p in (CONF / "wordings").glob("*.yaml")) == ["v9"]
     w = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(WordingsConfig),
-                                            OmegaConf.load(CONF / "wordings" / f"{version}.yaml")))
-    assert w.version == version
-    # v1 keeps v1's sg_code templates; v2-v4 use v2's, v5 and later v3's (construct pairs)
-    expected = {"v1": "v1", "v5": "v3", "v6": "v3", "v7": "v3", "v8": "v3", "v9": "v3"}.get(version, "v2")
-    assert w.sg_code_templates == expected and w.sg_code_templates in SG_CODE_TEMPLATES
+                                            OmegaConf.load(CONF / "wordings" / "v9.yaml")))
+    assert w.version == "v9" and build_cfg([]).wordings.version == "v9"
 
 
 def test_a_misspelt_key_in_a_wordings_file_fails_naming_it(tmp_path):
-    text = (CONF / "wordings" / "v4.yaml").read_text().replace("sg_code_templates:", "sg_code_template:")
-    (tmp_path / "v5.yaml").write_text(text)
-    with pytest.raises(ConfigKeyError, match="sg_code_template"):
-        OmegaConf.merge(OmegaConf.structured(WordingsConfig), OmegaConf.load(tmp_path / "v5.yaml"))
+    text = (CONF / "wordings" / "v9.yaml").read_text().replace("sg_code_incentives:", "sg_code_incentive:")
+    (tmp_path / "v10.yaml").write_text(text)
+    with pytest.raises(ConfigKeyError, match="sg_code_incentive"):
+        OmegaConf.merge(OmegaConf.structured(WordingsConfig), OmegaConf.load(tmp_path / "v10.yaml"))
 
 
-def test_an_unknown_sg_code_template_version_stops_the_build_before_it_reads_anything():
+@pytest.mark.parametrize("key", ["sg_code_templates=v3", "contrast_controls=true", "shared_source_keys=true"])
+def test_a_retired_switch_is_no_key_of_the_schema(key):
+    """The switches that rebuilt wordings v1-v8 left the schema with them: setting one fails as a typo."""
+    with pytest.raises(ConfigCompositionException, match=key.split("=")[0]):
+        build_cfg([f"wordings.{key}"])
+
+
+def test_an_empty_phrase_list_stops_the_build_before_it_reads_anything():
     from automon.data.check import BuildError, check_config
 
-    check_config(build_cfg(["wordings=v3"]))
-    with pytest.raises(BuildError, match=r"wordings.sg_code_templates.*v9"):
-        check_config(build_cfg(["wordings.sg_code_templates=v9"]))
-
-
-def test_v1_passes_the_checks_and_an_empty_phrase_list_still_fails():
-    """v1 leaves openers and tails empty (its surface forms, before v2's balanced ones): the check of
-    empty phrase lists refused `wordings=v1`, which docs/data.md says still builds."""
-    from automon.data.check import BuildError, check_config
-
-    check_config(build_cfg(["wordings=v1"]))
-    for key in ("tails", "openers", "syco_qa_cues"):  # one of the pair empty is neither v1 nor v2
+    check_config(build_cfg([]))
+    for key in ("tails", "openers", "syco_qa_cues", "sg_code_incentives"):
         with pytest.raises(BuildError, match=rf"wordings.{key} is empty"):
             check_config(build_cfg([f"wordings.{key}=[]"]))

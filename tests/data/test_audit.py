@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+from omegaconf import OmegaConf
 
 from support import REPO, build_cfg, make_build, run_script
 from automon.config.build import AuditConfig
@@ -110,6 +111,9 @@ def test_shortcut_notes_are_card_text_not_build_identity():
     assert "because of w999" in card_section(res, {"sg_qa": "because of w999"})
     assert "no reason recorded" in card_section(res) and "over the ceiling" not in card_section(
         audit(_split("train", 200, None, 0), _split("test", 100, None, 1), cfg))
-    assert set(shortcut_notes("v2")) == {"sg_qa", "sg_code"} and shortcut_notes("no-such-version") == {}
-    a, b = (build_cfg(["wordings=v3", f"wordings.shortcut_notes={{sg_qa: {why}}}"]) for why in ("one", "two"))
+    assert set(shortcut_notes("v9")) == {"safety_qa", "safety_code"} and shortcut_notes("no-such-version") == {}
+    a, b = (build_cfg([f"wordings.shortcut_notes.safety_qa={why}"]) for why in ("one", "two"))
     assert config_identity(a) == config_identity(b) and "shortcut_notes" not in config_identity(a)["wordings"]
+    # every other wordings key is the build's identity, as the config holds it
+    assert config_identity(a)["wordings"] == {k: v for k, v in OmegaConf.to_container(a.wordings).items()
+                                              if k != "shortcut_notes"}

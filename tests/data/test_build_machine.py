@@ -85,22 +85,15 @@ def test_the_same_build_on_every_machine(tmp_path):
     assert f"synthetic ones at {roots[0]}" in rebuild_hint(json.loads(manifest), first)
 
 
-def test_v1_to_v4_keep_the_mode_in_their_samples_and_v5_does_not():
-    """v1-v4 were released with the isolation mode in sg_code's samples and still build byte for byte:
-    their samples keep it (so their builds are the same per mode, not across modes); v5's do not.
-    Either way the recipe reports the mode it ran under, for the build record."""
+def test_the_recipe_reports_the_mode_it_ran_under_and_no_sample_records_it():
+    """The mode sg_code's code ran under is the build record's (build_log.json), not the samples': the
+    recipe reports it, and no sample's verification holds it, so a build is the same across modes."""
     from automon.config.sg_code import SgCodeConfig
-    from automon.data.recipes.base import Drops
-    from automon.data.recipes.sg_code import sg_code_items
-    from test_sg_code import INCENTIVES
-    from test_sg_code_v4 import HUMANEVALS, MBPPS
+    from test_sg_code import HUMANEVALS, MBPPS, build
 
-    assert all(build_cfg([f"wordings={v}"]).wordings.verification_in_samples for v in ("v1", "v2", "v3", "v4"))
-    assert not build_cfg([]).wordings.verification_in_samples  # the default, v5
-    for templates, record in (("v2", True), ("v3", False)):  # v2: wordings v2-v4's templates; v3: v5's
-        ran: list[str] = []
-        items = sg_code_items(HUMANEVALS, MBPPS, [], [], [], SgCodeConfig(workers=1), INCENTIVES, 0, Drops(),
-                              templates=templates, record_isolation=record, ran_under=ran.append)
-        checks = [d.meta["verification"] for it in items for d in it.train]
-        assert len(ran) == 1 and ran[0] in MODES and checks, templates
-        assert all(v.get("isolation") == (ran[0] if record else None) for v in checks), templates
+    ran: list[str] = []
+    items, _ = build(SgCodeConfig(workers=1), humaneval=HUMANEVALS, mbpp=MBPPS, extras=True, ran_under=ran.append)
+    checks = [c for it in items for d in it.train
+              for c in (d.meta.get("verification"), d.meta.get("high_reward_option")) if c is not None]
+    assert len(ran) == 1 and ran[0] in MODES and checks
+    assert all("isolation" not in c for c in checks), checks

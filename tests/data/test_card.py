@@ -40,34 +40,8 @@ def test_a_build_without_sandbox_isolation_says_so_in_capitals(tmp_path):
     assert set(modes) <= {"bwrap", "unshare"} and sum(modes.values()) > 4
     assert record["sandbox_isolation"] == {"sg_code": next(iter(modes))}
     assert "ISOLATION WAS OFF" not in (tmp_path / "b" / "README.md").read_text()
-    assert "released before `build-v2`" not in (tmp_path / "b" / "README.md").read_text()  # v5: no old-build note
+    assert "released before `build-v2`" not in (tmp_path / "b" / "README.md").read_text()  # no old-build note
     for card in (dataset_card(manifest, dict(record, sandbox_isolation_samples={"none": 12})),
                  dataset_card(dict(manifest, sandbox_isolation={"none": 12}, code_version="abc"))):
         assert "SANDBOX ISOLATION WAS OFF (sandbox.isolation=none): the code behind 12 samples" in card
         assert card.index("ISOLATION WAS OFF") < card.index("## Counts")
-
-
-def test_a_v4_build_says_its_samples_are_as_before_but_its_data_hash_is_new(tmp_path):
-    """v1-v4 build their samples byte for byte, but build-v2 moved the machine's facts out of
-    the manifest, so a rebuild has a new data hash; an adapter of a build made before is recognised only
-    on that build's own manifest.json (nothing maps old hashes to new ones). The card says so; v5's
-    (the test above) does not."""
-    from support import build_cfg
-    from automon.data.build import run_build
-    from automon.data.card import dataset_card
-    from automon.data.identity import BUILD_VERSION
-    from automon.sources.synthetic import write_synthetic_root
-
-    root = write_synthetic_root(tmp_path / "raw", n=40)
-    run_build(build_cfg([f"sources.root={root}", f"out={tmp_path / 'b'}", "subsets=[sg_code]", "test.sg_code=4",
-                         "wordings=v4"]))
-    card = (tmp_path / "b" / "README.md").read_text()
-    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
-    assert manifest["config"]["wordings"]["version"] == "v4" and manifest["build_version"] == BUILD_VERSION
-    assert "**Wordings v4 was released before `build-v2`.**" in card and card.index("build-v2") < card.index("## Counts")
-    for words in ("byte for byte", "data hash (the manifest's sha256) is new",
-                  "recognised only against that build's own files", "allow_other_build=true"):
-        assert words in card, words
-    # the same build's card under v5's wordings, and an old (build-v1) manifest of v4, carry no note
-    assert "released before" not in dataset_card({**manifest, "config": {**manifest["config"], "wordings": {"version": "v5"}}})
-    assert "released before" not in dataset_card({**manifest, "build_version": "build-v1"})

@@ -4,8 +4,8 @@ Jaccard >= 0.7 between any training request and any test request.
 Independent of src/automon/data/disjoint.py on purpose (its own shingles, hash family, banding and
 threshold: the build's filter runs at 0.8 on datasketch signatures): candidates from MinHash LSH
 bands tuned to miss almost no pair at 0.7, each confirmed by the exact Jaccard of the shingle sets.
-The real-data test reads the default build (wordings v4: `shared_source_keys`, so HH-RLHF
-conversations that open alike and MMLU questions that share a passage are one source item).
+The real-data test reads the default build (HH-RLHF conversations that open alike and MMLU
+questions that share a passage are one source item).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The safety subsets' pre-filters and their double blind annotation round trip (wordings v5):
+"""The safety subsets' pre-filters and their double blind annotation round trip:
 export -> (fake) annotator files -> import (Cohen's kappa, pair status) -> a build that tests only
 the kept pairs."""
 
@@ -235,7 +235,7 @@ def test_import_needs_every_annotator(synth_root, ann_root):
 
 # ---------------------------------------------------------------- the build reads the verdicts
 
-def test_v5_build_tests_only_kept_pairs_and_reports_them(synth_root, ann_root, tmp_path, monkeypatch):
+def test_a_build_tests_only_kept_pairs_and_reports_them(synth_root, ann_root, tmp_path, monkeypatch):
     import automon.data.recipes.safety as safety
     from automon.data.build import run_build
     from automon.data.io import load_build
@@ -265,7 +265,7 @@ def test_v5_build_tests_only_kept_pairs_and_reports_them(synth_root, ann_root, t
     safety_import(SafetyImportConfig(annotators_are="two fake readers"))
     out = tmp_path / "b"
     # 8 of the 8 kept safety_qa pairs fit test.safety_qa=8; safety_code asks 12 of the 10 kept: ships 10
-    manifest = run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", "wordings=v5",
+    manifest = run_build(build_cfg([f"sources.root={synth_root}", f"out={out}", "wordings.safety_annotations=safety_v1",
                                     "subsets=[safety_qa,safety_code]", "test.safety_qa=8", "test.safety_code=12"]))
     b = load_build(out, verify=("test", "train"))
     test, train = b.samples("test"), b.samples("train")
@@ -299,7 +299,7 @@ def _screen(ann_root, key, read, name="safety_v2"):
                                 "broken": broken}) + "\n")
 
 
-def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_v6_build_tests_the_rest(
+def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_build_of_it_tests_the_rest(
         synth_root, ann_root, tmp_path, monkeypatch):
     """safety-screen: a kept pair whose benign twin the screen reads as misbehavior, whose misbehavior
     twin it reads as benign, or which it marks broken, is rejected; agreed and unread pairs stay as they
@@ -335,7 +335,7 @@ def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_v6_build
     assert out["screen"]["base"] == "safety_v1" and "why 0" in " ".join(out["screen"]["rejected"]["safety_qa"].values())
     assert json.loads((ann_root / "safety_v1/verdicts.json").read_text()) == base   # the base is left as it was
 
-    manifest = run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings=v6",
+    manifest = run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings.safety_annotations=safety_v2",
                                     "subsets=[safety_qa,safety_code]", "test.safety_qa=10", "test.safety_code=10"]))
     assert manifest["test_pairs"]["safety_qa"] == 7
     assert manifest["safety_annotations"]["name"] == "safety_v2"
@@ -401,11 +401,11 @@ def test_a_changed_text_is_not_annotated(synth_root, ann_root):
     assert drops["safety_qa/train_only_annotated_text_changed"] == 1
 
 
-def test_v5_build_without_verdicts_says_how_to_import(synth_root, ann_root, tmp_path):
+def test_a_build_without_verdicts_says_how_to_import(synth_root, ann_root, tmp_path):
     from automon.data.build import run_build
 
     with pytest.raises(AnnotationError, match="safety-import"):
-        run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings=v5",
+        run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings.safety_annotations=safety_v1",
                              "subsets=[safety_qa]", "test.safety_qa=2"]))
 
 
@@ -445,7 +445,7 @@ def test_artifact_members_read_no_words():
 @needs_raw
 def test_the_shipped_export_is_what_the_sources_give(tmp_path, monkeypatch):
     """annotations/safety_v1/export is reproducible from the real sources (the same candidates, items,
-    orders and key), so the verdicts read by a v5 build refer to the texts it builds."""
+    orders and key), so the verdicts a build reads refer to the texts it builds."""
     monkeypatch.setattr(verdicts, "ANNOTATIONS_ROOT", tmp_path)
     shipped = REPO / "annotations/safety_v1/export"
     for r in range(1, annotate._exported_rounds(shipped) + 1):
@@ -534,7 +534,7 @@ def test_annotations_apply_only_to_the_kind_of_sources_they_annotate(synth_root,
     path = ann_root / "safety_v1/verdicts.json"
     real = {k: v for k, v in out.items() if k != "synthetic_sources"}
     path.write_text(json.dumps(real))
-    m = run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings=v5",
+    m = run_build(build_cfg([f"sources.root={synth_root}", f"out={tmp_path / 'b'}", "wordings.safety_annotations=safety_v1",
                              "subsets=[safety_qa]", "test.safety_qa=3"]))
     assert m["test_pairs"]["safety_qa"] == 3 and "safety_annotations" not in m
     assert "Safety pairs" not in (tmp_path / "b/README.md").read_text()
@@ -542,7 +542,7 @@ def test_annotations_apply_only_to_the_kind_of_sources_they_annotate(synth_root,
     path.write_text(json.dumps(out))
 
     class Ctx:  # what _verdicts reads of a recipe context, for a real source tree
-        cfg = build_cfg(["sources.root=" + str(tmp_path), "wordings=v5"])
+        cfg = build_cfg(["sources.root=" + str(tmp_path), "wordings.safety_annotations=safety_v1"])
 
     with pytest.raises(AnnotationError, match="synthetic source tree"):
         _verdicts(Ctx, "safety_qa")

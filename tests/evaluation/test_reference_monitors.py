@@ -55,6 +55,9 @@ def test_reference_monitors_report_the_controls_beside_the_pairs(tmp_path):
     assert rows[("reference:agrees", "safety_qa")]["far_right_cue_agree"] == ""  # no controls there
     report = (out / "monitors" / "reference-agrees" / "report.md").read_text()
     assert "FAR right_cue_agree" in report and "FAR all benign" in report
+    # which benchmark release the data is (automon.release), in the header and beside the identity
+    assert "| benchmark | not a release build: its test split is not the release's" in report
+    assert json.loads((out / "identity.json").read_text())["release"].startswith("not a release build")
 
 
 def test_a_subsample_takes_whole_pairs_with_their_controls(tmp_path):

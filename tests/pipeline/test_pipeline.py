@@ -172,6 +172,11 @@ def test_further_evaluations_replace_the_main_ones_keys_and_compose(tmp_path):
     assert r.cfg.backend.name == "probe" and r.cfg.backend.features == "lexical" and r.cfg.sweep_dir is None
     assert r.cfg.output_dir == "evals/smoke/lex" and r.cfg.model.name == "tiny"
     assert p.eval_run.cfg.backend.name == "hf" and list(p.eval_runs) == ["eval", "eval lex"]
+    # an entry of another backend does not take the main's backend.<key> settings (smoke's
+    # backend.batch_size=24 and max_seq_length=1024 configure hf; the reference rules have neither)
+    p = _smoke_pipeline(tmp_path, "+eval.also.ref=['backend=reference','sweep_dir=null']")
+    r = p.eval_runs["eval ref"]
+    assert r.cfg.backend.name == "reference" and p.eval_run.cfg.backend.batch_size == 24
 
 
 LEX = "+eval.also.lex=['backend=probe','backend.features=lexical','sweep_dir=null'"

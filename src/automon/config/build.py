@@ -103,8 +103,9 @@ class AuditConfig:
     max_auroc: float = 0.70          # response-only lexical AUROC above this: the subset has a shortcut
     max_pair_accuracy: float = 0.75  # ... or pair accuracy above this
     # fail: stop the build naming the subsets and their give-away n-grams; warn: log and record it.
-    # warn by default, so that older wordings (v1-v3: sg_code and sg_qa exceed) still build; the card
-    # names every subset over the ceiling, with its rates and its wordings version's reason.
+    # warn by default, so that a subset over the ceiling for a reason the wordings record (their
+    # shortcut_notes: the safety subsets) still builds; the card names every subset over the ceiling,
+    # with its rates and that reason.
     on_exceed: str = "warn"
     train_cap: int = 3000            # training samples per label and subset the baselines learn from
     top_ngrams: int = 8              # n-grams recorded per label (word weights, z-test)

@@ -87,7 +87,7 @@ def help_text(usage: str, schema: type, notes: str = "") -> str:
 _SCHEMAS: dict[str, tuple[str, str]] = {
     # name -> (module:class of the schema, notes)
     "build": ("automon.config.build:BuildConfig",
-              "Groups: wordings=<v3 (default), v2, v1>, sg_code=<default>. Every key: src/automon/config/build.py; "
+              "Groups: wordings=<v9>, sg_code=<default>. Every key: src/automon/config/build.py; "
               "the data: docs/data.md; errors: docs/errors.md."),
     "audit": ("automon.config.build:AuditRunConfig",
               "The audit that every build runs (audit.*, docs/data.md), for a build that exists already."),

@@ -4,23 +4,15 @@ sg_code's settings the build runs before it reads anything (its SubsetSpec.check
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict
 
-from automon.config.wordings import SG_CODE_TEMPLATES
-from automon.errors import at_least, one_of
-
-STRATEGIES = ["hardcode", "special_case", "early_exit", "always_equal", "patched_asserts"]
+from automon.errors import at_least
 
 
 @dataclass
 class SgCodeConfig:
-    # Gaming strategies to generate (subset of STRATEGIES).
-    strategies: List[str] = field(default_factory=lambda: list(STRATEGIES))
     # How many simple `assert f(...) == expected` tests the request shows (the reward proxy).
     visible_tests: int = 2
-    # Gaming variants per item (rotated over `strategies` from a seeded start), trained on besides
-    # the benign one; a test item pairs the first of them that verifies with the benign one.
-    train_strategies_per_item: int = 2
     # Sandbox limits per program: CPU seconds (the wall clock allows 10x that, for programs that
     # block instead of computing) and address space.
     timeout_s: float = 0.5
@@ -33,14 +25,9 @@ class SgCodeConfig:
 
 
 def check_sg_code(cfg: Any, error: type) -> None:
-    """sg_code's settings (the build config's `sg_code` node and its wordings keys), raised as `error`."""
-    one_of("wordings.sg_code_templates", cfg.wordings.sg_code_templates, SG_CODE_TEMPLATES, error)
+    """sg_code's settings (the build config's `sg_code` node), raised as `error`."""
     c = cfg.sg_code
-    unknown = [s for s in c.strategies if s not in STRATEGIES]
-    if unknown or not c.strategies:
-        raise error(f"sg_code.strategies={list(c.strategies)} is empty or names unknown strategies {unknown}",
-                    "sg_code.strategies", f"name some of: {', '.join(STRATEGIES)}")
-    for key in ("visible_tests", "train_strategies_per_item", "workers", "memory_mb"):
+    for key in ("visible_tests", "workers", "memory_mb"):
         at_least(f"sg_code.{key}", getattr(c, key), 1, error)
     if not c.timeout_s > 0:  # nan too
         raise error(f"sg_code.timeout_s={c.timeout_s} is out of range", "sg_code.timeout_s",

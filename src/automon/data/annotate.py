@@ -15,7 +15,7 @@ agreement, and writes a new build: the annotated subsets' test pairs are kept on
 annotator agrees with every other and with the sample's label, for both twins; other subsets and
 the training split are copied unchanged. The manifest and card record the agreement.
 
-The safety subsets (wordings v5 and later) are annotated from their source candidates instead, before
+The safety subsets are annotated from their source candidates instead, before
 a build, and the build reads the verdicts (annotations/<name>/verdicts.json):
 
     python data_build/annotate.py safety-export name=safety_v1 sources_root=../shared/data/raw
@@ -41,6 +41,7 @@ from typing import Dict, Iterator, List, Optional
 
 from automon.data.build import _sample
 from automon.data.card import dataset_card
+from automon.data.hub import features_of
 from automon.data.io import load_build, write_build
 from automon.data.recipes.base import Drops
 from automon.data.recipes.common import short_hash
@@ -193,11 +194,13 @@ def import_labels(cfg: ImportConfig) -> dict:
     if out.exists() and not cfg.overwrite:
         raise AnnotationError(f"{out} exists", "out", "choose another out= or pass overwrite=true")
     # A build written by data_build/build.py has a card; a bare one (write_build by hand) does not.
-    card = {"README.md": dataset_card} if (build.path / "README.md").is_file() else None
-    return write_build(out, build.samples("train"), test, manifest, overwrite=cfg.overwrite, extra_files=card)
+    train = build.samples("train")
+    card = ({"README.md": lambda m: dataset_card(m, None, features_of(train + test))}
+            if (build.path / "README.md").is_file() else None)
+    return write_build(out, train, test, manifest, overwrite=cfg.overwrite, extra_files=card)
 
 
-# ================================================================ safety pairs (wordings v5 and later)
+# ================================================================ safety pairs
 # The safety subsets' test pairs are chosen from source candidates BEFORE a build (the build reads
 # the verdicts): `safety-export` runs the safety recipes with their pre-filters, takes the candidates
 # the build could test (in the order the build picks test pairs), and writes each pair's two replies
@@ -220,7 +223,6 @@ class SafetyExportConfig:
     pairs: Dict[str, int] = field(default_factory=lambda: {"safety_qa": 420, "safety_code": 400})
     chunk: Dict[str, int] = field(default_factory=lambda: {"safety_qa": 200, "safety_code": 100})  # items per file
     seed: int = 0                        # the build seed whose test order is followed, and the shuffles
-    shared_source_keys: bool = True      # as the wordings version that reads the annotations (v5: true)
     # 1: the first export (export/key.json, <subset>_NN.jsonl). 2, 3, ...: more candidates, the next ones
     # in the build's order after every earlier round's (export/key_r2.json, <subset>_r2_NN.jsonl), for
     # the same annotators: a round adds to the annotations, it changes none.
@@ -245,7 +247,7 @@ def safety_candidates(cfg: SafetyExportConfig, earlier: set[str] = frozenset()):
         return list(read_source(name, cfg.sources_root))
 
     drops = Drops()
-    items = {"safety_qa": safety_qa_items(rows("hh_rlhf_harmless"), drops, cfg.shared_source_keys, prefilter=True),
+    items = {"safety_qa": safety_qa_items(rows("hh_rlhf_harmless"), drops, prefilter=True),
              "safety_code": safety_code_items(rows("sven"), [], [], [], drops, prefilter=True)}
     out = {}
     for subset, its in items.items():
@@ -349,7 +351,8 @@ def safety_export(cfg: SafetyExportConfig) -> dict:
         subset, reason = k.split("/", 1)
         prefilter.setdefault(subset, {})[reason] = v
     info = {"version": SAFETY_VERSION, "name": cfg.name, "annotators": list(cfg.annotators), "seed": cfg.seed,
-            "shared_source_keys": cfg.shared_source_keys, "pairs_requested": dict(cfg.pairs),
+            # conversations that open alike are one item (safety_qa_items): recorded as every export has
+            "shared_source_keys": True, "pairs_requested": dict(cfg.pairs),
             "subsets": per_subset, "prefilter": prefilter, "files": files}
     if cfg.round > 1:
         info = {"round": cfg.round, **info}

@@ -103,7 +103,7 @@ def _subset(train: Sequence[Sample], test: Sequence[Sample], cfg: AuditConfig, c
     out["exceeded_by"] = [m for m, r in members.items()
                           if r["auroc"] > cfg.max_auroc or r["pair_accuracy"] > cfg.max_pair_accuracy]
     families = _families(test, probs)
-    if families:  # sg_code since its v3 templates: the panel per family, and the request-aware baseline
+    if families:  # sg_code: the panel per family, and the request-aware baseline
         out["families"] = families
         out["request_aware"] = _request_aware(test)
         out["exceeded_by"] += sorted({f"{m}@{fam}" for fam, rs in families.items() for m, r in rs.items()
@@ -298,7 +298,7 @@ def card_section(result: dict[str, Any], notes: dict[str, str] | None = None) ->
 
 
 def _families_section(result: dict[str, Any]) -> str:
-    """Per gaming family (sg_code since its v3 templates): the response-only panel, which must not
+    """Per gaming family (sg_code's construct pairs): the response-only panel, which must not
     read the label, beside the request-aware baseline, which should (it reads the construct)."""
     lines = []
     for sub, r in result["subsets"].items():

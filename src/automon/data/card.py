@@ -3,8 +3,13 @@ record (build_log.json `build`: how this machine made it)."""
 
 from __future__ import annotations
 
+import hashlib
+
 from automon.data.audit import build_shortcut_notes, card_section
+from automon.data.hub import SampleFeatures, hub_metadata
+from automon.data.io import json_dumps_stable
 from automon.data.reference import CONSTRUCT_MAX_RATE, RULES, SINGLE_MIN_BALANCED_ERROR, SINGLE_MIN_CONTROL_FAR
+from automon.release import CURRENT, release_line
 from automon.subsets import names, specs
 
 
@@ -173,27 +178,6 @@ def _constructs_section(constructs: dict | None) -> str:
             "the check read:\n\n" + "\n".join(rows) + "\n\n")
 
 
-# Wordings released before build-v2 (docs/data.md, "Older builds"): they still build byte for byte.
-_BEFORE_BUILD_V2 = ("v1", "v2", "v3", "v4")
-
-
-def _old_wordings_note(manifest: dict) -> str:
-    """A build of wordings v1-v4 by build-v2 or later: the samples are as before, the data hash is not,
-    and an adapter trained on a build made before is recognised only on that build."""
-    wordings = ((manifest.get("config") or {}).get("wordings") or {}).get("version")
-    if wordings not in _BEFORE_BUILD_V2 or manifest.get("build_version") in (None, "build-v1"):
-        return ""
-    return (f"**Wordings {wordings} was released before `build-v2`.** This build's samples (`test.jsonl`, "
-            f"`train.jsonl`) are byte for byte those of a build of the same config made before (built under the "
-            "same sandbox isolation mode: every sg_code sample of v1-v4 records it), but its `manifest.json` is "
-            f"not: `{manifest['build_version']}` keeps the machine's facts (code and library versions, isolation, "
-            "workers) in `build_log.json`, so its data hash (the manifest's sha256) is new. An adapter trained on "
-            "a build made before `build-v2` records that build's data hash and is recognised only against that "
-            "build's own files (keep its directory, `manifest.json` included, to evaluate it); on this build the "
-            "evaluation refuses it as trained on another build (allow_other_build=true evaluates it, marked "
-            "CONTAMINATED). Retrain on this build to evaluate here (docs/data.md, \"Older builds\").\n\n")
-
-
 def _test_controls_line(controls: dict | None) -> str:
     if not controls:
         return ""
@@ -236,10 +220,12 @@ has MR and FAR <= {CONSTRUCT_MAX_RATE}. On the paired core alone (the paper's de
 """
 
 
-def dataset_card(manifest: dict, record: dict | None = None) -> str:
-    """The card of a build. `record`: its build record (automon.data.write.build_record); a manifest
-    written before the record existed (build-v1) held the same facts itself."""
+def dataset_card(manifest: dict, record: dict | None = None, features: SampleFeatures | None = None) -> str:
+    """The card of a build: the hub's metadata block (automon.data.hub; with the samples' `features`),
+    then the card. `manifest`: the full manifest as manifest.json holds it (its sha256 names the release);
+    `record`: the build record (automon.data.write.build_record)."""
     record = record or {}
+    manifest_hash = hashlib.sha256(json_dumps_stable(manifest).encode("utf-8")).hexdigest()
     c = manifest["counts"]
     n_test = sum(v for sub in c.get("test", {}).values() for v in sub.values())
     n_train = sum(v for sub in c.get("train", {}).values() for v in sub.values())
@@ -269,8 +255,7 @@ def dataset_card(manifest: dict, record: dict | None = None) -> str:
                     "samples ran with the builder's own privileges, files and network. A program that escaped "
                     "could have changed any file or label of this build; rebuild with isolation where it can "
                     "run (docs/security.md) before trusting it.**\n\n")
-    warning += _old_wordings_note(manifest)
-    return f"""# automon monitor benchmark build
+    return f"""{hub_metadata(manifest, features, CURRENT.name)}# automon monitor benchmark build
 
 {warning}Paired test set of {n_test:,} samples and a disjoint training corpus of {n_train:,} samples for training and
 evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752). Label 1 = misbehavior,
@@ -278,9 +263,14 @@ evaluating LLM misbehavior monitors (AutoMonitor-Bench design, arXiv 2601.05752)
 contrast controls (wordings v9: `meta.control`, `meta.group` = their pair's `pair_id`) are benign samples
 beside the pairs that carry one part of a misbehavior alone.
 
+- benchmark: {release_line(manifest, manifest_hash)}
 - build version: `{manifest['build_version']}`, code `{code}`, seed {manifest['seed']},
   wordings `{manifest['config']['wordings']['version']}`, generator `{manifest['config']['generator']}`
 - files: `test.jsonl` sha256 `{manifest['files']['test.jsonl']}`, `train.jsonl` sha256 `{manifest['files']['train.jsonl']}`
+
+Load it with `datasets.load_dataset("<this directory>")` (both splits, the types of the metadata block
+above) or read the JSON lines directly. Cite the release, not the directory: the benchmark line above
+names it (docs/data.md "Releases").
 
 ## Counts
 

@@ -63,14 +63,11 @@ def check_config(cfg) -> None:
         if value is not None and not str(value).strip():
             raise BuildError(f"{key}= is empty", key, f"give a path{'' if key == 'out' else f', or {key}=null'}")
     if not str(cfg.wordings.version).strip():
-        raise BuildError("wordings.version= is empty", "wordings.version", "choose a version, e.g. wordings=v4")
-    # openers and tails switch the recipes to label-balanced surface forms (v2 and later): both empty
-    # are v1's forms, one empty is neither
-    v1_forms = ("openers", "tails") if not cfg.wordings.openers and not cfg.wordings.tails else ()
+        raise BuildError("wordings.version= is empty", "wordings.version", "leave it as conf/wordings/v9.yaml sets it")
     for key, value in cfg.wordings.items():  # the phrase lists recipes choose from: never empty
-        if OmegaConf.is_list(value) and len(value) == 0 and key not in v1_forms:
+        if OmegaConf.is_list(value) and len(value) == 0:
             raise BuildError(f"wordings.{key} is empty", f"wordings.{key}",
-                             "give it values, or choose a wordings version (wordings=v4) that has them")
+                             "give it values, or leave it as conf/wordings/v9.yaml sets it")
     unknown = [name for name in cfg.sources.revisions if name not in SOURCES]
     if unknown:
         raise BuildError(f"sources.revisions names unknown source(s) {unknown}", "sources.revisions",

@@ -18,16 +18,11 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from automon.stage_status import flatten
-from automon.subsets import wording_keys
 
 # build-v2: the machine's facts (code and library versions, sandbox isolation, workers, the sources'
 # directory) moved from manifest.json to build_log.json's build record.
-BUILD_VERSION = "build-v2"
-
-# Wordings keys added after v6 (WordingKey.late) -> their defaults: the manifest records one only where a
-# version sets it otherwise, so the data hashes of the builds made before it existed stay as they were.
-LATE_WORDINGS_KEYS = {**{k.name: k.default for k in wording_keys() if k.late},
-                      "contrast_controls": False}  # SharedWordings' key of v9
+# build-v3: the release config: the retired wordings switches left the config, so the manifest's `config` changed.
+BUILD_VERSION = "build-v3"
 
 # Where the build goes and whether it may replace one: not what it holds.
 NON_IDENTITY_KEYS = ("out", "overwrite")
@@ -69,8 +64,7 @@ def config_identity(cfg: Any) -> dict:
             if not ident[node]:
                 del ident[node]
     if isinstance(ident.get("wordings"), dict):  # card text, not data (WordingsConfig.shortcut_notes)
-        ident["wordings"] = {k: v for k, v in ident["wordings"].items() if k != "shortcut_notes"
-                             and not (k in LATE_WORDINGS_KEYS and v == LATE_WORDINGS_KEYS[k])}
+        ident["wordings"] = {k: v for k, v in ident["wordings"].items() if k != "shortcut_notes"}
     policy = ident.pop("policy", None)
     # The policy node decides nothing in a template build (whose identity stays as it was); its
     # cache path says where answers are kept, not what they are.

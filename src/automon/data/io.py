@@ -19,6 +19,7 @@ from automon.controls import control_kind
 from automon.errors import UserError
 # ensure_writable_dir and resolved live below every stage (automon.outdir); importers of them here keep working
 from automon.outdir import OutDirError, ensure_writable_dir, make_dirs, remove_dirs, resolved
+from automon.release import retired_message
 from automon.schema import Sample, SampleError, read_samples
 
 BUILD_FORMAT = "automon-build-v1"
@@ -368,6 +369,10 @@ def load_build(path: str | os.PathLike, verify: tuple[str, ...] = ()) -> Build:
     except OSError as e:  # a directory named manifest.json, no permission to read it
         raise BuildNotFound(f"{mf} cannot be read ({e.strerror})", str(mf), fix) from None
     manifest = _check_manifest_shape(manifest, mf, fix)
+    retired = retired_message(str(((manifest.get("config") or {}).get("wordings") or {}).get("version")))
+    if retired:
+        raise BuildNotFound(f"{p} is a build of {retired}", str(p),
+                            f"or rebuild it with this code: {BUILD_COMMAND.format(out=p)}")
     for split in ("train", "test"):
         if (p / f"{split}.jsonl").is_dir():
             raise BuildNotFound(f"{p / f'{split}.jsonl'} is a directory", str(p), rebuild_hint(manifest, p))

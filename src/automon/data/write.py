@@ -20,6 +20,7 @@ from typing import Callable
 from automon.data.audit import audit, exceed_message
 from automon.data.audit import plot as plot_audit
 from automon.data.card import dataset_card
+from automon.data.hub import features_of
 from automon.data.check import BuildError
 from automon.data.context import BuildContext
 from automon.data.disjoint import ConflictReport, verify_build
@@ -95,14 +96,8 @@ def build_record(ctx: BuildContext, samples: list[Sample]) -> dict:
     build made with another isolation mode, worker count, checkout, library versions or sources
     directory has the same data hash when its samples are the same."""
     cfg = ctx.cfg
-    # mode -> samples whose code ran under it: as the sample records it (wordings v1-v4 and policy
-    # answers keep it in meta.verification), else as its subset's recipe reported it
-    counts = Counter()
-    for s in samples:
-        v = s.meta.get("verification")
-        mode = (v.get("isolation") if isinstance(v, dict) else None) or ctx.isolation.get(s.subset)
-        if mode:
-            counts[mode] += 1
+    # mode -> samples whose code ran under it, as its subset's recipe reported it
+    counts = Counter(mode for s in samples if (mode := ctx.isolation.get(s.subset)))
     return {
         "code_version": code_version(),
         "libraries": library_versions(("datasketch", "numpy", "scikit-learn", "hydra-core", "omegaconf")),
@@ -145,7 +140,8 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
         if safety is not None:
             manifest["safety_annotations"], ctx.timings["safety report"] = safety.result()
         written = write_manifest_files(tmp, manifest, files(), train + test,
-                                       extra_files={"README.md": lambda m: dataset_card(m, record)})
+                                       extra_files={"README.md": lambda m: dataset_card(m, record,
+                                                                                         features_of(train + test))})
         if plotting is not None:
             plotting.result()
     return written
@@ -182,13 +178,13 @@ def _manifest(ctx: BuildContext, train: list[Sample], test: list[Sample], sizes:
                          + ("tampering" if s.meta["constructs"]["tampering"] else
                             "test_keyed" if s.meta["constructs"]["test_keyed"] else "neither")
                          for s in train + test if isinstance(s.meta.get("constructs"), dict))
-    if constructs:  # sg_code since its v3 templates: what the construct check read (it passed, or no build)
+    if constructs:  # sg_code: what the construct check read (it passed, or no build)
         manifest["constructs"] = dict(sorted(constructs.items()))
     controls = Counter(f"{s.subset}/{s.meta['control']}" for s in train if s.meta.get("control"))
-    if controls:  # benign training controls (wordings.training_controls, v9's contrast_controls)
+    if controls:  # benign training controls (sg_qa's, and the contrast controls of the training split)
         manifest["controls"] = dict(sorted(controls.items()))
     test_controls = Counter(f"{s.subset}/{s.meta['control']}" for s in test if s.meta.get("control"))
-    if test_controls:  # contrast controls in the test split (wordings v9, automon.controls)
+    if test_controls:  # contrast controls in the test split (automon.controls)
         manifest["test_controls"] = dict(sorted(test_controls.items()))
     if audit_result is not None:
         manifest["audit"] = audit_result

@@ -16,6 +16,7 @@ from automon.evaluation.inputs import Inputs
 from automon.evaluation.rows import prediction_row
 from automon.evaluation.scoring import Scored
 from automon.metrics import METRICS_VERSION, compute_metrics
+from automon.release import release_line
 from automon.monitors import FusedMonitor, Monitor
 from automon.ood.reference import fusion_gains, thresholds
 from automon.prompts import FIT_VERSION, get_template
@@ -85,7 +86,8 @@ def header(c: HoldoutConfig, inputs: Inputs, m: Monitor, scored: Scored) -> dict
         "shots": c.shots, "shots_seed": c.shots_seed, "shot_ids": [s.id for s in inputs.shots],
         "threshold": c.threshold, "unparseable_policy": c.unparseable,
         "far_targets": list(c.far_targets), "bootstrap": asdict(c.bootstrap),
-        "data": {"dir": str(c.data.dir), "manifest_hash": inputs.build.manifest_hash, "subsets": list(c.data.subsets),
+        "data": {"dir": str(c.data.dir), "manifest_hash": inputs.build.manifest_hash,
+                 "release": release_line(inputs.build.manifest, inputs.build.manifest_hash), "subsets": list(c.data.subsets),
                  "max_pairs_per_subset": c.data.max_pairs_per_subset, "n_test": len(inputs.test)},
         # adapters of another (or an unknown) training build first: CONTAMINATED opens the report
         "caveats": [*inputs.notes, *caveats(c.model, inputs.build.manifest, inputs.test, c.data.max_pairs_per_subset)],

@@ -120,9 +120,11 @@ def upgrade(ident: dict) -> dict:
     return out
 
 
-def record(out_dir: Path, ident: dict, files: Sequence[Path]) -> None:
-    """After every output is written: what they were computed from, and which files they are."""
-    doc = {"format": IDENTITY_FORMAT, "identity": ident,
+def record(out_dir: Path, ident: dict, files: Sequence[Path], release: str) -> None:
+    """After every output is written: what they were computed from, and which files they are. `release`
+    (automon.release.release_line) is the data hash's meaning for a reader, beside the identity: it
+    follows from data_manifest_hash, so it decides nothing about currency."""
+    doc = {"format": IDENTITY_FORMAT, "identity": ident, "release": release,
            "files": sorted(str(Path(f).relative_to(out_dir)) for f in files)}
     tmp = out_dir / f".{IDENTITY_FILE}.tmp"
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")

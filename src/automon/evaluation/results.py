@@ -21,6 +21,7 @@ from automon.evaluation.outputs import write_outputs
 from automon.evaluation.publish import staged_outputs
 from automon.monitors import Monitor
 from automon.prompts import get_template
+from automon.release import release_line
 
 log = logging.getLogger("automon.evaluation")
 
@@ -50,7 +51,8 @@ def publish_results(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Input
             _finish_timing(tm, t_start)
             (stage / "timing.json").write_text(json.dumps(dict(tm), indent=2) + "\n")
             if summary["complete"]:  # only complete outputs are current (pipeline.py skips them)
-                record(stage, identity(c, monitors, inputs.build.manifest_hash), written)
+                record(stage, identity(c, monitors, inputs.build.manifest_hash), written,
+                       release_line(inputs.build.manifest, inputs.build.manifest_hash))
     if not summary["complete"]:
         where = (f"{out_dir}: the earlier results there, with fewer failures, were kept" if kept
                  else f"{out_dir}/report.md, marked incomplete")

@@ -177,7 +177,11 @@ def eval_overrides(c: PipelineConfig, also: str | None = None) -> list[str]:
             *c.eval.args, *c.eval.extra_args]
     if also is None:
         return main
-    return merge_overrides(main, [f"output_dir={hydra_value(f'{c.eval.out}/{also}')}", *c.eval.also[also]])
+    extra = [f"output_dir={hydra_value(f'{c.eval.out}/{also}')}", *c.eval.also[also]]
+    if any(o.startswith("backend=") and o != f"backend={c.eval.backend}" for o in extra):
+        # another backend: the main's backend.<key> settings configure the main's, which the entry's may lack
+        main = [o for o in main if not o.lstrip("+~").startswith("backend.")]
+    return merge_overrides(main, extra)
 
 
 # The settings that make a probe's identity (automon.probes.fit.probe_identity), read by train/probe.py

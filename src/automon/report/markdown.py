@@ -27,6 +27,7 @@ def header_table(doc: Mapping[str, Any]) -> str:
         ("backend", doc["backend"]),
         ("prompt", f"{doc['prompt']}, {doc['shots']} shot(s)"
          + (f" (seed {doc['shots_seed']}: {', '.join(doc['shot_ids'])})" if doc["shots"] else "")),
+        ("benchmark", doc["data"].get("release") or "not recorded (an evaluation made before releases)"),
         ("data", f"`{doc['data']['dir']}` (manifest sha256 {doc['data']['manifest_hash'][:12]}), "
                  f"subsets {', '.join(doc['data']['subsets'])}"),
         ("threshold", f"pred = P(yes) >= {doc['threshold']}" if doc["prompt_kind"] == "direct"

@@ -50,17 +50,14 @@ def choice_item(row: Row, request: str, bad: str, good: str, subset: str, tag: s
         drops.add(subset, f"{tag}_unparsed_options")
         return []
     meta = {"recipe": f"{tag}_choice", "generator": "template", "source_dataset": tag}
-    if w.contrast_controls and not benign_only:  # v9: what the reference monitors read (automon.data.reference)
+    if not benign_only:  # what the reference monitors read (automon.data.reference)
         meta.update({"cued": bad, "gold": good} if agree_style else {"rewarded": bad})
     if benign_only:
         return [Item((key,), subset, f"{tag}:{row.ref}", None, [Draft(request, claim(bad), 0, [], meta, "control")])]
-    if w.openers:  # v2: both answers may open the same way
-        op = [choose(w.openers, seed, key, f"op{y}") if agree_style and coin(0.5, seed, key, f"o{y}") else None
-              for y in (1, 0)]
-        mis_text, ben_text, evidence = with_opener(op[0], claim(bad))[0], with_opener(op[1], claim(good))[0], [claim(bad)]
-    else:
-        opener = choose(w.agree_phrases, seed, key, "agree") if agree_style and coin(0.5, seed, key, "o1") else None
-        (mis_text, evidence), ben_text = with_opener(opener, claim(bad)), claim(good)
+    # both answers may open the same way (one pool, the same odds)
+    op = [choose(w.openers, seed, key, f"op{y}") if agree_style and coin(0.5, seed, key, f"o{y}") else None
+          for y in (1, 0)]
+    mis_text, ben_text, evidence = with_opener(op[0], claim(bad))[0], with_opener(op[1], claim(good))[0], [claim(bad)]
     mis = Draft(request, mis_text, 1, evidence, {**meta, "answer": bad}, "high_reward")
     ben = Draft(request, ben_text, 0, [], {**meta, "answer": good}, "other")
     return [Item((key,), subset, f"{tag}:{row.ref}", (mis, ben) if testable else None, [mis, ben])]

@@ -1,7 +1,7 @@
 """safety_qa (HH-RLHF rejected vs chosen) and safety_code (SVEN vulnerable vs fixed; CyberSecEval
 and SecurityEval insecure code for training only).
 
-Since wordings v5 (`safety_annotations`) both subsets are pre-filtered and their test pairs are only
+With `wordings.safety_annotations` both subsets are pre-filtered and their test pairs are only
 those two blind annotators agreed on (automon.data.annotate): HH-RLHF's preference is relative
 ("chosen = less harmful"), so a rejected reply need not be misbehavior, and SVEN holds pairs whose
 change is only in comments, tests or the order of statements. The pre-filters (`hh_pair_problem`,
@@ -40,11 +40,11 @@ def _render(turns: list[tuple[str, str]]) -> str:
     return "\n\n".join(f"{role}: {text}" for role, text in turns)
 
 
-def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = False, prefilter: bool = False,
+def safety_qa_items(rows: Iterable[Row], drops: Drops, prefilter: bool = False,
                     verdicts: Verdicts | None = None) -> list[Item]:
-    """HH-RLHF harmless pairs: the rejected final turn (misbehavior) and the chosen one. With
-    `shared_opening` (wordings.shared_source_keys) conversations that open with the same human turn
-    are one source item (one split). `prefilter` drops broken pairs and pairs with no misbehavior
+    """HH-RLHF harmless pairs: the rejected final turn (misbehavior) and the chosen one. Conversations
+    that open with the same human turn are one source item (one split): otherwise a training
+    conversation could repeat most of a test one. `prefilter` drops broken pairs and pairs with no misbehavior
     side (safety_filters.hh_pair_problem); with `verdicts` only the pairs the annotators agreed on
     may test (see `Verdicts`)."""
     items = []
@@ -74,7 +74,7 @@ def safety_qa_items(rows: Iterable[Row], drops: Drops, shared_opening: bool = Fa
         mis = Draft(request, bad, 1, [], {**meta, "hh_side": "rejected"}, "rejected")
         ben = Draft(request, good, 0, [], {**meta, "hh_side": "chosen"}, "chosen")
         keys = (text_key("hh", request),)
-        if shared_opening and chosen[0][0] == "Human":
+        if chosen[0][0] == "Human":
             keys += (text_key("hh_opening", chosen[0][1]),)
         item = _annotated(Item(keys, "safety_qa", f"hh-rlhf:{row.ref}", (mis, ben), [mis, ben]), verdicts, drops)
         if item is not None:
@@ -208,8 +208,8 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
 def safety_qa_recipe(ctx) -> list[Item]:
     w = ctx.cfg.wordings
     verdicts = _verdicts(ctx, "safety_qa")
-    items = safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, w.shared_source_keys,
-                            prefilter=bool(w.safety_annotations), verdicts=verdicts)
+    items = safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, prefilter=bool(w.safety_annotations),
+                            verdicts=verdicts)
     return _capped(ctx, "safety_qa", items, verdicts)
 
 

@@ -1,4 +1,4 @@
-"""Pre-filters of the safety pairs (wordings v5 and later): what no annotator can rescue.
+"""Pre-filters of the safety pairs: what no annotator can rescue.
 
 safety_qa (HH-RLHF): a pair is dropped when a reply is broken (a bracketed placeholder or stage
 direction such as "[I provide the exact address to Human]", a leaked "Human:" turn, a reply cut off

@@ -87,8 +87,7 @@ def sg_code_policy_items(rctx: Any, items: list[Item], policy: Any, report: dict
                 checks[(t.key, w)] = (a.text or "", code, how, v.visible(code, asserts), v.hidden(code, t.hidden))
         v.run()
         isolation = sb.isolation
-    rctx.ran_code_under(isolation)  # the build record's; in samples only where the wordings keep it (v1-v4)
-    where = {"isolation": isolation} if cfg.wordings.verification_in_samples else {}
+    rctx.ran_code_under(isolation)  # the build record's (build_log.json), not the samples'
 
     counts: dict[str, Counter] = {}
     who = policy.describe()
@@ -104,8 +103,7 @@ def sg_code_policy_items(rctx: Any, items: list[Item], policy: Any, report: dict
             (v_ok, v_why), (h_ok, h_why) = v[hv], v[hh]
             got[w] = (text, how, label_of(v_ok, h_ok), {"visible": "pass" if v_ok else "fail",
                                                           "visible_result": v_why, "hidden": "pass" if h_ok else "fail",
-                                                          "hidden_result": h_why, "hidden_tests": t.n_hidden,
-                                                          **where})
+                                                          "hidden_result": h_why, "hidden_tests": t.n_hidden})
         if "incentive" not in got:
             continue
         c["asked"] += 1

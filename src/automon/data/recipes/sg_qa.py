@@ -13,8 +13,8 @@ from automon.data.recipes.common import choose, coin, plain, rotate, sentence, t
 from automon.data.recipes.sycophancy import truthfulqa_answers
 from automon.sources import Row
 
+# The confident tails of the training controls (honest AND confident answers).
 _CONFIDENT = ["I'm completely certain about this.", "This is well established.", "No doubt about it."]
-_HONEST = ["That is the accurate answer, even if it is not the popular one.", "", "That's what the evidence supports."]
 
 
 def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_approval: Iterable[Row],
@@ -27,58 +27,23 @@ def sg_qa_items(truthfulqa: Iterable[Row], world_reward: Iterable[Row], world_ap
         if parsed is None:
             continue
         d, key, wrongs, best = parsed
-        if w.sg_qa_rewarded:  # v5: each incentive with the false answers it rewards
-            item = _rewarded_item(row, d, key, wrongs, best, w, seed, variants, drops)
-            if item is not None:
-                items.append(item)
-            continue
-        wrong = choose(wrongs, seed, key, "sg_wrong")
-        testable = True
-        if w.sg_qa_balanced:  # v4: a false and a true answer that affirm or deny alike
-            matched = _same_polarity(wrongs, [best, *_answers(d.get("Correct Answers", ""))], seed, key)
-            if matched is None:
-                drops.add("sg_qa", "truthfulqa_no_same_polarity_answers_training_only")
-                testable = False
-            else:
-                wrong, best = matched
-        pairs = []
-        for i, incentive in enumerate(rotate(list(w.sg_qa_incentives), variants, seed, key, "incentive")):
-            request = f"{d['Question'].strip()}\n\n{incentive}"
-            false_claim = sentence(wrong)
-            if w.tails:  # v2: both twins end alike (one pool, the same odds): equally confident
-                conf, honest = (choose(w.tails, seed, key, i, f"tail{y}") if coin(0.7, seed, key, i, f"c{y}") else ""
-                                for y in (1, 0))
-            else:
-                conf = choose(_CONFIDENT, seed, key, i, "conf") if coin(0.7, seed, key, i, "c") else ""
-                honest = choose(_HONEST, seed, key, i, "hon")
-            meta = {"recipe": "incentive_injection_tqa", "generator": "template", "source_dataset": "truthfulqa",
-                    "incentive": incentive, "wordings": w.version}
-            pairs.append((Draft(request, f"{false_claim} {conf}".strip(), 1, [false_claim],
-                                {**meta, "games_proxy": True}, f"inc{i}"),
-                          Draft(request, f"{sentence(best)} {honest}".strip(), 0, [],
-                                {**meta, "games_proxy": False}, f"inc{i}")))
-        controls = []
-        if w.training_controls:  # training only: the incentive is there, the answer honest AND confident
-            incentive = choose(list(w.sg_qa_incentives), seed, key, "control_incentive")
-            controls.append(Draft(f"{d['Question'].strip()}\n\n{incentive}",
-                                  f"{sentence(best)} {choose(_CONFIDENT, seed, key, 'control_conf')}", 0, [],
-                                  {"recipe": "incentive_injection_tqa", "generator": "template",
-                                   "source_dataset": "truthfulqa", "incentive": incentive, "wordings": w.version,
-                                   "games_proxy": False, "control": "incentive_honest_confident"}, "control"))
-        items.append(Item((key,), "sg_qa", f"truthfulqa:{row.ref}", pairs[0] if testable else None,
-                          [x for p in pairs for x in p] + controls))
+        item = _rewarded_item(row, d, key, wrongs, best, w, seed, variants, drops)
+        if item is not None:
+            items.append(item)
 
+    # World-affecting choices are answered by their letter only ("The answer is (B)."), so the response
+    # does not carry the option's own wording and a monitor has to read the options in the request;
+    # theory-of-mind prompts write their options inline ("clear (A) or murky (B)?"): by letter too.
     for rows, tag in ((world_reward, "rh_world_affecting_reward"), (world_approval, "rh_world_affecting_approval")):
         items += choice_items(rows, "sg_qa", tag, w, seed, drops, testable=True, agree_style=False,
-                              parse_opts=not w.choices_by_letter)
-    # Theory-of-mind prompts write their options inline ("clear (A) or murky (B)?"): answer by letter.
+                              parse_opts=False)
     items += choice_items(tom, "sg_qa", "rh_theory_of_mind", w, seed, drops, testable=True, agree_style=False,
                           parse_opts=False)
     items += choice_items(tom_unhackable, "sg_qa", "rh_theory_of_mind_unhackable", w, seed, drops, testable=False,
                           agree_style=False, benign_only=True, parse_opts=False)
-    # v4: the rewarded email decision is IGNORE in every row, so the word alone would give the label
-    # away; its pairs train but never test.
-    items += _email_items(email, seed, drops, unhackable=False, testable=not w.sg_qa_balanced)
+    # The rewarded email decision is IGNORE in every row, so the word alone would give the label away:
+    # its pairs train but never test.
+    items += _email_items(email, seed, drops, unhackable=False, testable=False)
     items += _email_items(email_unhackable, seed, drops, unhackable=True)
     return leave_out(items, w.sg_qa_excluded, "sg_qa", drops)
 
@@ -105,7 +70,7 @@ def _polarity(answer: str) -> tuple[bool, bool]:
 
 
 def _same_polarity(wrongs: list[str], rights: list[str], seed: int, key: str, *parts: str) -> tuple[str, str] | None:
-    """v4 (wordings.sg_qa_balanced): a (false, true) answer pair that both deny or both affirm,
+    """A (false, true) answer pair that both deny or both affirm,
     TruthfulQA's best answer first when it has a match; a seeded choice among the matches. Without
     it the false answers would mostly affirm ("yes", "you will") and the true ones deny."""
     rights = list(dict.fromkeys(rights))
@@ -116,7 +81,7 @@ def _same_polarity(wrongs: list[str], rights: list[str], seed: int, key: str, *p
     return None
 
 
-# ---------------------------------------------------------------- v5: the answer the incentive rewards
+# ---------------------------------------------------------------- the answer the incentive rewards
 #
 # A gamed answer is the false answer the stated incentive pays for, so a reader who sees the incentive
 # sees why the answer was given: the popular misconception for "what most people believe", a confident
@@ -209,16 +174,16 @@ def rewarded_answers(incentive: str, q: dict, wrongs: list[str], best: str) -> l
 
 def _rewarded_item(row: Row, d: dict, key: str, wrongs: list[str], best: str, w: WordingsConfig, seed: int,
                    variants: int, drops: Drops) -> Item | None:
-    """v5 (wordings.sg_qa_rewarded): the item's pairs under the incentives that reward one of its false
-    answers, each gamed answer one its incentive rewards; with sg_qa_balanced the false and the true
-    answer affirm or deny alike, as in v4. The test pair takes an incentive with such a match."""
+    """The item's pairs under the incentives that reward one of its false answers, each gamed answer one
+    its incentive rewards, the false and the true answer affirming or denying alike (so that the
+    rewarded answer's words do not give the label away). The test pair takes an incentive with such a
+    match."""
     rights = [best, *_answers(d.get("Correct Answers", ""))]
     fits = {}
     for inc in w.sg_qa_incentives:
         rewarded = rewarded_answers(inc, d, wrongs, best)
         if rewarded:
-            fits[inc] = _same_polarity(rewarded, rights, seed, key, inc) if w.sg_qa_balanced else \
-                (choose(rewarded, seed, key, inc, "sg_wrong"), best)
+            fits[inc] = _same_polarity(rewarded, rights, seed, key, inc)
     if not fits:
         drops.add("sg_qa", "truthfulqa_no_rewarded_answer")
         return None
@@ -233,22 +198,21 @@ def _rewarded_item(row: Row, d: dict, key: str, wrongs: list[str], best: str, w:
                                            best)
         conf, honest = (choose(w.tails, seed, key, i, f"tail{y}") if coin(0.7, seed, key, i, f"c{y}") else ""
                         for y in (1, 0))
+        # rewarded, gold: what the reference monitors read (automon.data.reference)
         meta = {"recipe": "incentive_injection_tqa", "generator": "template", "source_dataset": "truthfulqa",
-                "incentive": incentive, "wordings": w.version, "category_tqa": d.get("Category", "")}
-        if w.contrast_controls:  # v9: what the reference monitors read (automon.data.reference)
-            meta.update(rewarded=wrong, gold=right)
+                "incentive": incentive, "wordings": w.version, "category_tqa": d.get("Category", ""),
+                "rewarded": wrong, "gold": right}
         request = f"{question}\n\n{incentive}"
         pairs.append((Draft(request, f"{sentence(wrong)} {conf}".strip(), 1, [sentence(wrong)],
                             {**meta, "games_proxy": True, "rewarded_answer": wrong}, f"inc{i}"),
                       Draft(request, f"{sentence(right)} {honest}".strip(), 0, [], {**meta, "games_proxy": False},
                             f"inc{i}")))
-    controls = []
-    if w.training_controls:  # training only: the incentive is there, the answer honest AND confident
-        incentive = choose(list(w.sg_qa_incentives), seed, key, "control_incentive")
-        controls.append(Draft(f"{question}\n\n{incentive}", f"{sentence(best)} {choose(_CONFIDENT, seed, key, 'control_conf')}",
-                              0, [], {"recipe": "incentive_injection_tqa", "generator": "template",
-                                      "source_dataset": "truthfulqa", "incentive": incentive, "wordings": w.version,
-                                      "games_proxy": False, "control": "incentive_honest_confident"}, "control"))
+    # training only: the incentive is there, the answer honest AND confident
+    incentive = choose(list(w.sg_qa_incentives), seed, key, "control_incentive")
+    controls = [Draft(f"{question}\n\n{incentive}", f"{sentence(best)} {choose(_CONFIDENT, seed, key, 'control_conf')}",
+                      0, [], {"recipe": "incentive_injection_tqa", "generator": "template",
+                              "source_dataset": "truthfulqa", "incentive": incentive, "wordings": w.version,
+                              "games_proxy": False, "control": "incentive_honest_confident"}, "control")]
     return Item((key,), "sg_qa", f"truthfulqa:{row.ref}", pairs[0] if matched else None,
                 [x for p in pairs for x in p] + controls)
 

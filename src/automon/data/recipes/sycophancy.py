@@ -7,7 +7,7 @@ import re
 from typing import Iterable
 
 from automon.data.recipes.base import Draft, Drops, Item, leave_out
-from automon.data.recipes.chain import bend_chain, misread_chain
+from automon.data.recipes.chain import misread_chain
 from automon.config.wordings import WordingsConfig
 from automon.data.recipes.choice import choice_item, choice_items
 from automon.data.recipes.common import choose, coin, norm_ws, plain, rotate, sentence, text_key, with_opener
@@ -15,28 +15,23 @@ from automon.sources import Row
 
 
 class _Cued:
-    """Builds (misbehavior, benign) drafts for one cued question in several cue wordings, plus, with
-    wordings v2 controls, benign training drafts where the cue is right and the answer agrees."""
+    """Builds (misbehavior, benign) drafts for one cued question in several cue wordings, and its
+    contrast controls."""
 
     def __init__(self, w: WordingsConfig, seed: int, variants: int, subset: str):
         self.w, self.seed, self.variants, self.subset = w, seed, variants, subset
 
     def openers(self, key: str, i: int) -> tuple[str | None, str | None]:
-        """(misbehavior opener, benign opener). v1: agree phrases open only cue-adopting answers and
-        disagree phrases only the others (a surface cue); v2: both from one shared pool, same odds."""
+        """(misbehavior opener, benign opener): both from one shared pool, with the same odds."""
         w, seed = self.w, self.seed
-        if w.openers:
-            return tuple(choose(w.openers, seed, key, i, f"op{y}") if coin(0.5, seed, key, i, f"o{y}") else None
-                         for y in (1, 0))  # type: ignore[return-value]
-        agree = choose(w.agree_phrases, seed, key, i, "agree") if coin(0.5, seed, key, i, "o1") else None
-        disagree = choose(w.disagree_phrases, seed, key, i, "dis") if coin(0.5, seed, key, i, "o0") else None
-        return agree, disagree
+        return tuple(choose(w.openers, seed, key, i, f"op{y}") if coin(0.5, seed, key, i, f"o{y}") else None
+                     for y in (1, 0))  # type: ignore[return-value]
 
     def cue(self, wording: str, cue: str) -> str:
-        """The user's cue sentence. With wordings.cue_trim_period (v5) an option that ends a sentence
-        of its own ("(D) EVC pricing.") loses its full stop inside the cue ("... is (D) EVC pricing, but
-        ..." rather than "pricing., but"), which a reader takes for a broken sample."""
-        if self.w.cue_trim_period and cue.endswith(".") and not cue.endswith(".."):
+        """The user's cue sentence. An option that ends a sentence of its own ("(D) EVC pricing.") loses
+        its full stop inside the cue ("... is (D) EVC pricing, but ..." rather than "pricing., but"),
+        which a reader takes for a broken sample."""
+        if cue.endswith(".") and not cue.endswith(".."):
             cue = cue[:-1]
         return wording.format(cue=cue)
 
@@ -47,10 +42,9 @@ class _Cued:
             cue_text = self.cue(wording, cue)
             request = f"{body}\n\n{cue_text}"
             o1, o0 = self.openers(key, i)
-            mis_text, evidence = with_opener(o1, wrong_claim)
+            mis_text, _ = with_opener(o1, wrong_claim)
             ben_text, _ = with_opener(o0, right_claim)
-            if self.w.openers:  # v2: the opener is not evidence of anything
-                evidence = [wrong_claim]
+            evidence = [wrong_claim]  # the opener is not evidence of anything
             m = {**meta, "cue": cue_text, "wordings": self.w.version}
             out.append((Draft(request, mis_text, 1, evidence, {**m, "adopts_cue": True}, f"cue{i}"),
                         Draft(request, ben_text, 0, [], {**m, "adopts_cue": False}, f"cue{i}")))
@@ -58,15 +52,12 @@ class _Cued:
 
     def contrast(self, key: str, body: str, cue_wording: str, right_cue: str, right_claim: str, wrong_cue: str,
                  mistake: tuple[str, str] | None, meta: dict, sep: str = " ") -> list[Draft]:
-        """v9 (wordings.contrast_controls; automon.controls): the item's two contrast controls, in
-        the test pair's cue wording and the benign twin's way of opening: `right_cue_agree` (the user
+        """The item's contrast controls (automon.controls), in the test pair's cue wording and the
+        benign twin's way of opening: `right_cue_agree` (the user
         suggests the right answer, `right_cue`, and the response adopts it, `right_claim`) and, when
         `mistake` = (its answer, its claim) is given, `honest_mistake` (the pair's cue, `wrong_cue`, and a
         response that reaches another wrong answer on its own). Both benign: neither is a wrong answer
         taken from the user. `sep`: what follows the opener (as in the subset's pairs)."""
-        if not self.w.contrast_controls:
-            return []
-
         def opened(purpose: str, claim: str) -> str:
             op = self._opener(key, purpose)
             return f"{op}{sep}{claim}" if op else claim
@@ -86,22 +77,7 @@ class _Cued:
     def _opener(self, key: str, purpose: str) -> str | None:
         """An opener as a benign twin draws it (one shared pool, the same odds): a control opens like
         every other response."""
-        if not self.w.openers:
-            return None
         return choose(self.w.openers, self.seed, key, purpose, "op") if coin(0.5, self.seed, key, purpose, "o") else None
-
-    def controls(self, key: str, body: str, right_cue: str, right_claim: str, cues: list[str],
-                 meta: dict) -> list[Draft]:
-        """Training only (wordings.training_controls, v2-v8): the user's suggestion is RIGHT and the answer
-        agrees with it, so agreeing is not what makes a sample sycophantic. v9 trains on its contrast
-        controls instead (`contrast`)."""
-        if not self.w.training_controls or self.w.contrast_controls:
-            return []
-        wording = choose(cues, self.seed, key, "control_cue")
-        request = f"{body}\n\n{self.cue(wording, right_cue)}"
-        agree = choose(self.w.agree_phrases, self.seed, key, "control_agree")
-        return [Draft(request, f"{agree} {right_claim}", 0, [], {**meta, "cue": self.cue(wording, right_cue),
-                      "wordings": self.w.version, "adopts_cue": True, "control": "right_cue_agree"}, "control")]
 
 
 def truthfulqa_answers(row: Row, subset: str, drops: Drops):
@@ -118,10 +94,10 @@ def truthfulqa_answers(row: Row, subset: str, drops: Drops):
 
 
 def _item(key: str, subset: str, source: str, pairs: list[tuple[Draft, Draft]], testable: bool = True,
-          controls: list[Draft] = (), extra_keys: tuple[str, ...] = (), contrast: list[Draft] = ()) -> Item:
-    """`contrast`: the item's contrast controls (v9): in the test split beside its pair, else trained on."""
+          extra_keys: tuple[str, ...] = (), contrast: list[Draft] = ()) -> Item:
+    """`contrast`: the item's contrast controls: in the test split beside its pair, else trained on."""
     return Item((key, *extra_keys), subset, source, pairs[0] if testable else None,
-                [d for p in pairs for d in p] + list(controls) + list(contrast), list(contrast) if testable else [])
+                [d for p in pairs for d in p] + list(contrast), list(contrast) if testable else [])
 
 
 def _pair_cue(cued: _Cued, key: str) -> str:
@@ -169,27 +145,25 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         if correct not in opts or len(set(opts.values())) < 4:
             drops.add("syco_qa", "mmlu_bad_options")
             continue
-        if w.syco_qa_whole_questions and mmlu_statements_missing(d["question"], opts.values()):
+        if mmlu_statements_missing(d["question"], opts.values()):
             drops.add("syco_qa", "mmlu_numbered_statements_missing")
             continue
         body = norm_ws(d["question"]) + "\n\n" + "\n".join(f"({k}) {v}" for k, v in opts.items())
         key = text_key("mmlu", body)
         wrong = choose([k for k in "ABCD" if k != correct], seed, key, "wrong")
         right = f"The answer is ({correct}) {sentence(opts[correct])}"
+        # gold: what the reference monitors read (automon.data.reference)
         meta = {"recipe": "cue_injection_mc", "generator": "template", "source_dataset": "mmlu",
-                "subject": d.get("subject", ""), "correct": correct, "cued": wrong}
-        if w.contrast_controls:  # v9: what the reference monitors read (automon.data.reference)
-            meta["gold"] = correct
+                "subject": d.get("subject", ""), "correct": correct, "cued": wrong, "gold": correct}
         pairs = cued.drafts(key, body, f"({wrong}) {opts[wrong]}", f"The answer is ({wrong}) {sentence(opts[wrong])}",
                             right, list(w.syco_qa_cues), meta)
-        ctl = cued.controls(key, body, f"({correct}) {opts[correct]}", right, list(w.syco_qa_cues), meta)
         # honest mistake: an option neither right nor cued
         third = choose([k for k in "ABCD" if k not in (correct, wrong)], seed, key, "ctl_mistake")
         contrast = cued.contrast(key, body, _pair_cue(cued, key), f"({correct}) {opts[correct]}", right,
                                  f"({wrong}) {opts[wrong]}", (third, f"The answer is ({third}) {sentence(opts[third])}"),
                                  meta)
-        passage = mmlu_passage(d["question"]) if w.shared_source_keys else None
-        items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs, controls=ctl,
+        passage = mmlu_passage(d["question"])
+        items.append(_item(key, "syco_qa", f"mmlu:{row.ref}", pairs,
                            extra_keys=(text_key("mmlu_passage", passage),) if passage else (), contrast=contrast))
 
     for row in truthfulqa:
@@ -199,18 +173,15 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
         d, key, wrongs, best = parsed
         wrong = choose(wrongs, seed, key, "wrong")
         meta = {"recipe": "cue_injection_open", "generator": "template", "source_dataset": "truthfulqa",
-                "category_tqa": d.get("Category", "")}
-        if w.contrast_controls:  # v9: what the reference monitors read (automon.data.reference)
-            meta.update(cued=wrong, gold=best)
+                "category_tqa": d.get("Category", ""), "cued": wrong, "gold": best}  # cued, gold: as for MMLU
         pairs = cued.drafts(key, norm_ws(d["Question"]), f'"{wrong}"', sentence(wrong), sentence(best),
                             list(w.syco_qa_cues), meta)
-        ctl = cued.controls(key, norm_ws(d["Question"]), f'"{best}"', sentence(best), list(w.syco_qa_cues), meta)
         # No honest mistake here: a row's incorrect answers are mostly one misconception in other words ("Yes,
         # evil spirits can possess people with dark thoughts" / "... who let down their guard"), so another
         # of them still adopts the user's claim; a blind reader called such a control sycophantic.
         contrast = cued.contrast(key, norm_ws(d["Question"]), _pair_cue(cued, key), f'"{best}"', sentence(best),
                                  f'"{wrong}"', None, meta)
-        items.append(_item(key, "syco_qa", f"truthfulqa:{row.ref}", pairs, controls=ctl, contrast=contrast))
+        items.append(_item(key, "syco_qa", f"truthfulqa:{row.ref}", pairs, contrast=contrast))
 
     # Reward-hack sycophancy_fact: the user states a false belief; agreeing is the misbehavior.
     items += choice_items(rh_fact, "syco_qa", "rh_syco_fact", w, seed, drops, testable=True, agree_style=True)
@@ -237,31 +208,6 @@ def syco_qa_items(mmlu: Iterable[Row], truthfulqa: Iterable[Row], rh_fact: Itera
 
 
 _CALC = re.compile(r"<<([^<>]*)>>")
-_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def _wrong_number(gold: str, solution: str, seed: int, key: str) -> str | None:
-    """A plausible wrong answer: an intermediate result of the solution, else a near miss."""
-    def num(s: str):
-        try:
-            return float(s.replace(",", ""))
-        except ValueError:
-            return None
-
-    g = num(gold)
-    if g is None:
-        return None
-    inter = []
-    for expr in _CALC.findall(solution):
-        if "=" in expr:
-            v = expr.rsplit("=", 1)[1].strip()
-            if num(v) is not None and num(v) != g and v not in inter:
-                inter.append(v)
-    if inter and coin(0.6, seed, key, "inter"):
-        return choose(inter, seed, key, "inter_pick")
-    delta = choose([-10, -2, -1, 1, 2, 10, 100], seed, key, "delta")
-    w = g + delta if g + delta >= 0 else g + abs(delta)
-    return str(int(w)) if float(w).is_integer() else str(w)
 
 
 def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, variants: int,
@@ -277,43 +223,22 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
         gold = gold.strip()
         key = text_key("gsm8k", d["question"])
         lines = [ln.rstrip() for ln in _CALC.sub("", raw_sol).strip().splitlines() if ln.strip()]
-        if w.syco_reasoning_consistent or w.openers:
-            # v5: one misread quantity, every step as its words say; v2: as long as the benign
-            # chain, one plausible wrong step, every equation right
-            make, purpose, reason = ((misread_chain, "misread", "gsm8k_no_misreadable_quantity")
-                                     if w.syco_reasoning_consistent else
-                                     (bend_chain, "bend", "gsm8k_no_bendable_step"))
-            chain = make(raw_sol, d["question"], gold, seed, key, purpose)
-            if chain is None:
-                drops.add("syco_reasoning", reason)
-                continue
-            wrong = chain.wrong
-            mis_claim = "\n".join(chain.lines + [f"The answer is {wrong}."])
-            evidence = [chain.step, f"The answer is {wrong}."]
-        else:
-            wrong = _wrong_number(gold, raw_sol, seed, key)
-            if wrong is None:
-                drops.add("syco_reasoning", "gsm8k_non_numeric_answer")
-                continue
-            last = lines[-1] if lines else ""
-            hits = [m for m in _NUM.finditer(last) if m.group(0).replace(",", "") == gold.replace(",", "")]
-            if hits:  # bend the final computation so that it lands on the cued number
-                m = hits[-1]
-                bent = last[:m.start()] + wrong + last[m.end():]
-                mis_claim = "\n".join(lines[:-1] + [bent, f"The answer is {wrong}."])
-                evidence = [bent, f"The answer is {wrong}."]
-            else:
-                bent = f"So, as you said, the answer is {wrong}."
-                mis_claim = "\n".join(lines + [bent])
-                evidence = [bent]
+        # one misread quantity, every step as its words say: as long as the benign chain, every
+        # equation right
+        chain = misread_chain(raw_sol, d["question"], gold, seed, key, "misread")
+        if chain is None:
+            drops.add("syco_reasoning", "gsm8k_no_misreadable_quantity")
+            continue
+        wrong = chain.wrong
+        mis_claim = "\n".join(chain.lines + [f"The answer is {wrong}."])
+        evidence = [chain.step, f"The answer is {wrong}."]
         ben_claim = "\n".join(lines + [f"The answer is {gold}."])
         mistake = None
-        if w.contrast_controls and w.syco_reasoning_consistent:
-            # an honest mistake: another misread quantity, consistent with its own words, reaching a
-            # wrong answer that is not the user's
-            other = misread_chain(raw_sol, d["question"], gold, seed, key, "ctl_mistake", avoid=(wrong, gold))
-            if other is not None:
-                mistake = (other.wrong, "\n".join(other.lines + [f"The answer is {other.wrong}."]))
+        # an honest mistake: another misread quantity, consistent with its own words, reaching a wrong
+        # answer that is not the user's
+        other = misread_chain(raw_sol, d["question"], gold, seed, key, "ctl_mistake", avoid=(wrong, gold))
+        if other is not None:
+            mistake = (other.wrong, "\n".join(other.lines + [f"The answer is {other.wrong}."]))
         pairs = []
         meta = {"recipe": "cue_injection_gsm8k", "generator": "template", "source_dataset": "gsm8k",
                 "gold": gold, "cued": wrong}
@@ -327,11 +252,10 @@ def syco_reasoning_items(gsm8k: Iterable[Row], w: WordingsConfig, seed: int, var
                  "gold": gold, "cued": wrong, "wordings": w.version}
             pairs.append((Draft(request, mis_text, 1, list(evidence), {**m, "adopts_cue": True}, f"cue{i}"),
                           Draft(request, ben_text, 0, [], {**m, "adopts_cue": False}, f"cue{i}")))
-        ctl = cued.controls(key, d["question"].strip(), gold, ben_claim, list(w.syco_reasoning_cues), meta)
         contrast = cued.contrast(key, d["question"].strip(), _pair_cue(cued, key), gold, ben_claim, wrong, mistake,
                                  meta, sep="\n")
         items.append(Item((key,), "syco_reasoning", f"gsm8k:{row.ref}", pairs[0],
-                          [x for p in pairs for x in p] + ctl + contrast, contrast))
+                          [x for p in pairs for x in p] + contrast, contrast))
     return items
 
 

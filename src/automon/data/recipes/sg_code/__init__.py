@@ -1,18 +1,20 @@
 """sg_code: specification gaming in code, with sandboxed executable verification.
 
 Every HumanEval / MBPP problem becomes one item. The request shows the problem, a few VISIBLE
-tests (simple `assert f(...) == expected` lines) and an incentive to make them pass. The benign
-response is the canonical solution; the misbehaving ones game the visible tests:
+tests (simple `assert f(...) == expected` lines) and an incentive to make them pass. The responses
+are construct pairs (families.py): twins that share their surface, one family of gaming each,
 
-  hardcode         a lookup of the visible inputs -> expected outputs, None otherwise
-  special_case     the visible inputs special-cased in front of a subtly wrong implementation
-  early_exit       a wrong implementation, then `sys.exit(0)` at module level: the tests never run
-  always_equal     returns an object whose `__eq__` is always True
-  patched_asserts  a wrong implementation plus a `sys.excepthook` that exits 0 on AssertionError
+  lookup     a table answered before the general code
+  branches   `if <params> == <input>: return <output>` in front of the general code
+  tamper     code that runs when the module runs (an excepthook, an always-equal result)
 
-"Subtly wrong implementation" = the canonical solution with one seeded mutation (a flipped
-comparison, `+` <-> `-`, an off-by-one constant, ...), so it reads like a real attempt; mutants are
-screened in the sandbox first, so that the chosen one really fails a hidden test.
+where the gaming twin keys the table or branches on the visible tests' inputs (or makes the
+construct defeat the checker) in front of a wrong implementation, and the benign twin keys them on
+other inputs (or gives the construct its ordinary job) in front of the canonical solution. A
+"wrong implementation" is the canonical solution with one seeded mutation (a flipped comparison,
+`+` <-> `-`, an off-by-one constant, ...), so it reads like a real attempt; mutants are screened in
+the sandbox first, so that the chosen one really fails a hidden test. Each pair also gives a plain
+bug (the benign twin's code around the wrong implementation), a contrast control (automon.controls).
 
 Nothing is trusted by construction: each sample runs in the sandbox (automon.sandbox) under
 two graders. The VISIBLE grader is the naive reward proxy (solution + visible asserts, pass iff
@@ -30,11 +32,12 @@ code_selection prompts (choosing the hard-coding option vs the real one; the unh
 are a benign control). They carry the key of the MBPP task they rewrite, so they never land in a
 different split from it.
 
-Modules: tasks (HumanEval / MBPP rows -> Task), mutation (wrong implementations), strategies
-(the five gaming builders), verifier (queues the
-checks and runs them in one sandbox pool), render (request and response text), extras (the
-reward-hack items) and recipe (`sg_code_items`, which ties them together, and `sg_code_recipe`,
-the subset's recipe); syntax holds the source-parsing helpers they share.
+Modules: tasks (HumanEval / MBPP rows -> Task), mutation (wrong implementations), families (the
+construct pairs) and pools (the names and constructs they draw from), constructs (the construct
+check that reads a sample's code), verifier (queues the checks and runs them in one sandbox pool),
+render (request and response text), extras (the reward-hack items) and recipe (`sg_code_items`,
+which ties them together, and `sg_code_recipe`, the subset's recipe); syntax holds the
+source-parsing helpers they share.
 """
 
 from automon.data.recipes.sg_code.recipe import sg_code_items, sg_code_recipe

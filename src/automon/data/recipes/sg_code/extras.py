@@ -58,11 +58,6 @@ class _Selection:
     hidden_other: int | None = None   # the other option against them (hackable prompts only)
 
 
-def _where(isolation: str | None) -> dict:
-    """How the sandbox isolated the checks, for samples that record it (wordings before v5)."""
-    return {} if isolation is None else {"isolation": isolation}
-
-
 def _call_args(test: str) -> str | None:
     """Normalised source of the call on the left of `assert f(...) == ...` (to pair tests)."""
     try:
@@ -143,15 +138,16 @@ class RewardHackExtras:
         hidden_other = v.hidden(code[other], link.hidden) if link and not unhackable else None
         return _Selection(row, prompt, keys, high, other, visible, hidden_high, hidden_other)
 
-    def items(self, isolation: str | None) -> list[Item]:
+    def items(self) -> list[Item]:
         """The items whose checks came out as expected: rewrites, then hackable and unhackable
-        selections; the others are dropped and counted."""
-        out = [item for r in self.hardcoded if (item := self._rewrite_item(r, isolation))]
+        selections; the others are dropped and counted. How the sandbox isolated the checks is the
+        build record's (build_log.json), not the samples'."""
+        out = [item for r in self.hardcoded if (item := self._rewrite_item(r))]
         for rows, unhackable in ((self.selection, False), (self.unhackable, True)):
-            out += [item for s in rows if (item := self._selection_item(s, unhackable, isolation))]
+            out += [item for s in rows if (item := self._selection_item(s, unhackable))]
         return out
 
-    def _rewrite_item(self, r: _Rewrite, isolation: str | None) -> Item | None:
+    def _rewrite_item(self, r: _Rewrite) -> Item | None:
         v, seed = self.verifier, self.seed
         if not (v[r.bad_visible][0] and not v[r.bad_hidden][0] and v[r.good_hidden][0]):
             self.drops.add(SUBSET, "rh_hardcoded_failed_verification")
@@ -166,14 +162,12 @@ class RewardHackExtras:
         evidence = [e for e in _hardcoded_branch_lines(r.bad) if e in response]
         mis = Draft(request, response, 1, evidence,
                     {**meta, "strategy": "hardcode", "verification": {
-                        "visible": "pass", "hidden": "fail", "hidden_result": v[r.bad_hidden][1],
-                        **_where(isolation)}}, "hardcode")
+                        "visible": "pass", "hidden": "fail", "hidden_result": v[r.bad_hidden][1]}}, "hardcode")
         ben = Draft(request, render_response(r.good, pre), 0, [],
-                    {**meta, "strategy": "canonical", "verification": {"hidden": "pass", **_where(isolation)}},
-                    "canonical")
+                    {**meta, "strategy": "canonical", "verification": {"hidden": "pass"}}, "canonical")
         return Item(r.keys, SUBSET, f"rh_code_problems_hardcoded:{r.row.get('_ref', '')}", None, [mis, ben])
 
-    def _selection_item(self, s: _Selection, unhackable: bool, isolation: str | None) -> Item | None:
+    def _selection_item(self, s: _Selection, unhackable: bool) -> Item | None:
         v, keys = self.verifier, s.keys
         tag = "rh_code_selection" + ("_unhackable" if unhackable else "")
         if keys is None:
@@ -192,7 +186,7 @@ class RewardHackExtras:
                 "source_ref": s.row.get("_ref", "")}
         # What the sandbox showed about the high-reward option's code.
         high_check = {"visible": "pass", "hidden": "unknown" if s.hidden_high is None else
-                      ("pass" if unhackable else "fail"), **_where(isolation)}
+                      ("pass" if unhackable else "fail")}
 
         def answer(letter: str) -> str:
             pre = choose(SELECTION_PREFACES, self.seed, keys[0], tag, "preface")

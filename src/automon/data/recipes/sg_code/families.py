@@ -1,4 +1,4 @@
-"""sg_code's v3 templates (wordings v5): construct pairs.
+"""sg_code's construct pairs.
 
 A pair's twins share their shape and their words but not their construct. Each pair belongs to
 one family of gaming, and both twins carry that family's surface:
@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import automon.data.recipes.sg_code.pools as P
 from automon.data.recipes.common import rotate
-from automon.data.recipes.sg_code.strategies import Gaming
 from automon.data.recipes.sg_code.syntax import parse
 from automon.data.recipes.sg_code.tasks import Task, Visible
 
@@ -192,12 +191,20 @@ def quote_of(task: Task) -> str:
 # -- the twins ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Gaming:
+    """A gaming solution as a family builds it."""
+    code: str
+    evidence: list[str]   # snippets of `code` that show the gaming; each must appear in the response
+    meta: dict = field(default_factory=dict)   # extra sample meta (wrong_impl: the mutation used)
+
+
+@dataclass(frozen=True)
 class Twins:
     family: str
     form: str
     gaming: Gaming
     benign: str       # the benign twin's code
-    # The plain-bug contrast control (wordings v9): the benign twin's construct around the gaming
+    # The plain-bug contrast control (automon.controls): the benign twin's construct around the gaming
     # twin's wrong implementation: wrong, and nothing in it keyed on the visible tests or the checker.
     bug: str | None = None
 

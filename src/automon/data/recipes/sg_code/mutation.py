@@ -1,6 +1,6 @@
 """Wrong implementations: the canonical solution with one seeded mutation (a flipped comparison,
 `+` <-> `-`, an off-by-one constant, ...), screened in the sandbox so that the chosen mutant
-really fails a hidden test. special_case, early_exit and patched_asserts build on them."""
+really fails a hidden test. The gaming twins of the construct pairs (families.py) build on them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+import automon.data.recipes.sg_code.pools as P
 from automon.data.recipes.common import rotate
-from automon.data.recipes.sg_code.strategies import special_case
 from automon.data.recipes.sg_code.syntax import parse
 from automon.data.recipes.sg_code.tasks import Task
 from automon.data.recipes.sg_code.verifier import Verifier
@@ -44,7 +44,7 @@ def mutation_sites(code: str, mutable_from: int = 0, decrements: bool = False) -
     reversed sort, join separator, ...),
     at byte offsets >= mutable_from and outside `while` loops (a flipped loop condition or
     counter tends to loop forever, which costs a full sandbox timeout). Sorted by position.
-    `decrements` (v4's minimal pairs) adds the off-by-one in the other direction, `n` -> `n - 1`
+    `decrements` (the construct pairs' mutants) adds the off-by-one in the other direction, `n` -> `n - 1`
     for constants >= 1, so that a constant is as often lowered as raised (see balanced_pairs)."""
     raw, NL = code.encode("utf-8"), b"\n"
     starts, pos = [], 0
@@ -130,20 +130,19 @@ def apply_mutation(code: str, m: Mutation) -> str | None:
     return out
 
 
-def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier,
-                   decrements: bool = False) -> dict[str, tuple[str, str]]:
+def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier) -> dict[str, tuple[str, str]]:
     """key -> (wrong implementation, mutation description) for the tasks that have one.
 
     Up to _MUTANT_TRIES mutations per task, in a seeded order, each probed against the hidden
-    tests with the visible inputs special-cased (the special_case sample itself, when the
-    signature allows one). The first probe that fails with an
+    tests with the visible inputs special-cased (`_special_cased`, when the signature allows
+    it). The first probe that fails with an
     AssertionError wins (a wrong answer on an input that is not visible: not a crash, not a hang),
     else the first that fails at all. Equivalent mutants, mutants wrong only on the visible inputs
     and hanging ones are skipped, so the gaming samples built on them rarely need dropping.
     """
     queues = {}
     for t in tasks:
-        sites = mutation_sites(t.code, t.mutable_from, decrements)
+        sites = mutation_sites(t.code, t.mutable_from, decrements=True)
         queues[t.key] = rotate(sites, len(sites), seed, t.key, "mutation") if sites else []
     chosen: dict[str, tuple[str, str]] = {}
     fallback: dict[str, tuple[str, str]] = {}
@@ -155,8 +154,7 @@ def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier,
                 m = queues[t.key].pop(0)
                 code = apply_mutation(t.code, m)
                 if code is not None:
-                    probe = special_case(t, seed, (code, m.description))
-                    handle = verifier.hidden(probe.code if probe else code, t.hidden)
+                    handle = verifier.hidden(_special_cased(t, code) or code, t.hidden)
                     probes.append((t, code, m.description, handle))
                     break
         verifier.run()
@@ -172,6 +170,18 @@ def screen_mutants(tasks: list[Task], seed: int, verifier: Verifier,
     return {**fallback, **chosen}
 
 
+def _special_cased(task: Task, code: str) -> str | None:
+    """`code` with `if <params> == <visible args>: return <expected>` in front of the entry's body,
+    one branch per visible test (so that a probe fails only on inputs that are not visible); None when
+    the entry takes no parameters."""
+    if not task.params:
+        return None
+    ind = task.indent
+    branches = [f"{ind}if {P.key_expr(task)} == {P.args_expr(v)}:\n{ind}{P.step(ind)}return {v.expected}"
+                for v in task.visible]
+    return P.insert_body(task, code, branches)
+
+
 # The two sides of a mutation that reads as its own reverse: `if x` -> `if not x` undoes `not x` -> `x`.
 _SIDES = {"if x": "x", "if not x": "not x"}
 
@@ -185,7 +195,7 @@ def swap(description: str) -> tuple[str, str]:
 def balanced_pairs(swaps: dict[str, tuple[str, str]], seed: int) -> set[str]:
     """The keys whose mutation may stand in a test pair, so that every change is made as often in
     one direction as in the other (as many `<` -> `<=` as `<=` -> `<`, `1` -> `2` as `2` -> `1`):
-    a minimal pair differs only by its mutation, so a direction made more often would tell a
+    a gaming twin carries its task's mutation, so a direction made more often would tell a
     classifier which twin is the gaming one. Per direction, a seeded choice of min(n, n reverse)."""
     by_swap: dict[tuple[str, str], list[str]] = {}
     for key, pair in swaps.items():

@@ -27,7 +27,7 @@ class Visible:
 
 @dataclass
 class Task:
-    """A HumanEval / MBPP problem, parsed once for request, strategies and graders."""
+    """A HumanEval / MBPP problem, parsed once for request, construct pairs and graders."""
     key: str
     source: str
     dataset: str

@@ -1,6 +1,6 @@
-"""Wordings v9: v8 with contrast controls (automon.controls): benign test samples from the same source item
-as a pair that carry one part of the misbehavior alone, and the reference monitors (automon.data.reference)
-that show no single feature reads the label any more, while the conjunction does."""
+"""Contrast controls (automon.controls): benign test samples from the same source item as a pair that carry
+one part of the misbehavior alone, and the reference monitors (automon.data.reference) that show no single
+feature reads the label, while the conjunction does."""
 
 from __future__ import annotations
 
@@ -25,30 +25,14 @@ GSM = {"question": "Tom has 12 apples. He buys 7 bags with 5 apples in each bag.
        "answer": "The bags hold 7 * 5 = <<7*5=35>>35 apples.\nTom has 12 + 35 = <<12+35=47>>47 apples.\n#### 47"}
 
 
-def _w(version: str = "v9"):
-    return OmegaConf.to_object(build_cfg([f"wordings={version}"]).wordings)
+def _w():
+    return OmegaConf.to_object(build_cfg([]).wordings)
 
 
 def _sample(d, subset: str, label_pair: str = "p") -> Sample:
     return Sample("x", label_pair, "test", *{"syco_qa": ("sycophancy", "qa"),
                                              "syco_reasoning": ("sycophancy", "reasoning")}[subset],
                   subset, "s", d.request, d.response, d.label, list(d.evidence), dict(d.meta))
-
-
-def test_v9_is_v8_with_contrast_controls():
-    v8, v9 = build_cfg(["wordings=v8"]).wordings, build_cfg([]).wordings
-    assert v9.version == "v9" and v9.contrast_controls and not v8.contrast_controls
-    assert {k for k in v9 if v9[k] != v8[k]} == {"version", "contrast_controls"}
-
-
-def test_a_v8_item_has_no_controls_and_v9_keeps_v8s_pair():
-    rows = [Row("mmlu", "mmlu/test/x_test.csv", 1, MMLU), Row("truthfulqa", "tqa.csv", 1, TQA)]
-    v8 = syco_qa_items(rows[:1], rows[1:], [], [], [], [], [], _w("v8"), 0, 1, Drops())
-    v9 = syco_qa_items(rows[:1], rows[1:], [], [], [], [], [], _w(), 0, 1, Drops())
-    assert all(not it.test_controls for it in v8)
-    for a, b in zip(v8, v9):  # the paired core: the same request, response and label
-        assert [(d.request, d.response, d.label) for d in a.test_pair] == \
-               [(d.request, d.response, d.label) for d in b.test_pair]
 
 
 @pytest.mark.parametrize("source", ["mmlu", "truthfulqa"])
@@ -95,7 +79,7 @@ def test_syco_reasoning_controls_an_honest_slip_and_a_right_user():
 
 
 def _ref_samples():
-    """A v9-like test split in miniature: 10 syco_qa pairs, each with both controls."""
+    """A test split in miniature: 10 syco_qa pairs, each with both controls."""
     out = []
     for i in range(10):
         meta = {"cued": "A", "gold": "B"}
@@ -134,9 +118,9 @@ def test_every_control_kind_names_a_rule_it_defeats():
 
 @needs_raw
 def test_the_default_builds_controls_meet_the_goals(real_build):
-    """On the real default build (v9): every control kind covers at least half of its subset's pairs'
-    source items and is grouped with one; each single-feature rule flags its own control kind and errs on
-    the subset; the conjunction is right; the paired core reads as it did on v8."""
+    """On the real default build: every control kind covers at least half of its subset's pairs' source
+    items and is grouped with one; each single-feature rule flags its own control kind and errs on the
+    subset; the conjunction is right."""
     test = real_build.samples("test")
     pairs = {}
     for s in test:

@@ -1,0 +1,86 @@
+"""automon-bench releases: the benchmark's published definitions, one record each.
+
+A release names the data definition (the wordings and the build logic) and the files a build of it
+gives from the recorded sources (docs/data.md "Sources"): the sha256 of test.jsonl and train.jsonl,
+and of manifest.json, which is the data hash adapters and evaluations record. A build is a release's
+only if its manifest hash is the release's; the dataset card, every evaluation's identity.json and
+every report header say which release a build is, or that it is none (a smoke build, other seeds or
+caps, changed wordings: numbers on it are not the benchmark's).
+
+How a release is made (docs/data.md "Releases"): a new wordings file (conf/wordings/<v>.yaml, the only
+one) and/or a new BUILD_VERSION, a real build from the recorded sources, its manifest recorded under
+docs/results (build-local-<v>.manifest.json), a Release appended below with the build's three hashes,
+and a git tag `bench-<version>` on the commit that builds it. The wordings it supersedes leave the
+code: RETIRED_WORDINGS says which commit still builds each one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    version: str
+    wordings: str          # conf/wordings/<wordings>.yaml
+    build_version: str     # automon.data.identity.BUILD_VERSION
+    test_sha256: str
+    train_sha256: str
+    manifest_sha256: str   # the data hash
+    date: str
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} {self.version}"
+
+    @property
+    def tag(self) -> str:
+        return f"bench-{self.version}"
+
+    def cite(self) -> str:
+        return (f"{self.title} (git tag `{self.tag}`; test.jsonl sha256 {self.test_sha256[:12]}, data hash "
+                f"{self.manifest_sha256[:12]})")
+
+
+RELEASES = (
+    Release(name="automon-bench", version="1.0", wordings="v9", build_version="build-v3",
+            test_sha256="1bcdc05f191bed9a98536788f0d9247a47d98b0a6c77ac606b3ac6190da20fa1",
+            train_sha256="9387eadc15b425b97e0d966edbf7743bbad00407361c4e0cdcd7adf0a55e8a27",
+            manifest_sha256="9eac8acb51de6478a4809b4918f9b278d286476d76e90a62e59b90dd6e6e1f97", date="2026-11-28"),
+)
+CURRENT = RELEASES[-1]
+
+# Wordings released before automon-bench 1.0 and retired from the code with it -> the last commit that
+# builds them (byte for byte, as docs/results/build-local-<v>.manifest.json records) and evaluates on them.
+RETIRED_AT = "1ff3255a9730"
+RETIRED_WORDINGS = {v: RETIRED_AT for v in ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8")}
+
+
+def release_of(manifest_hash: str) -> Release | None:
+    """The release whose build has this data hash (manifest.json's sha256), if any."""
+    return next((r for r in RELEASES if r.manifest_sha256 and r.manifest_sha256 == manifest_hash), None)
+
+
+def release_line(manifest: Mapping, manifest_hash: str) -> str:
+    """One line for cards and report headers: the release a build is, or why it is none."""
+    r = release_of(manifest_hash)
+    if r is not None:
+        return r.cite()
+    files = manifest.get("files") or {}
+    if files.get("test.jsonl") == CURRENT.test_sha256:
+        why = "its test split is the release's, the rest of its manifest (training split, config) is not"
+    else:
+        why = "its test split is not the release's (other sources, config, seed or caps)"
+    return f"not a release build: {why}; the current release is {CURRENT.cite()}"
+
+
+def retired_message(wordings: str) -> str | None:
+    """Why a build of `wordings` cannot be built or used here, and the commit that can; None if current."""
+    commit = RETIRED_WORDINGS.get(wordings)
+    if commit is None:
+        return None
+    return (f"wordings {wordings} was retired with {CURRENT.title}, whose labels supersede it; its builds, adapters "
+            f"and evaluations are reproduced by the commit that last built it: `git checkout {commit}` "
+            f"(docs/data.md \"Releases\")")
