@@ -105,3 +105,17 @@ def test_the_default_build_of_the_recorded_sources_is_the_release(real_build, tm
     controls = ds["test"].filter(lambda r: r["meta"]["control"] is not None)
     assert controls.num_rows == sum(b.manifest["test_controls"].values())
     assert all(r["meta"]["group"] for r in controls)
+
+
+def test_the_recorded_release_build_is_the_record():
+    """docs/results/automon-bench-1.0.manifest.json, the release build recorded from the real sources (its
+    build record beside it), is the release: its sha256 is the data hash, its files the release's."""
+    import hashlib
+
+    from support import REPO
+
+    path = REPO / "docs" / "results" / f"automon-bench-{CURRENT.version}.manifest.json"
+    m = json.loads(path.read_text())
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == CURRENT.manifest_sha256
+    assert (m["files"]["test.jsonl"], m["files"]["train.jsonl"]) == (CURRENT.test_sha256, CURRENT.train_sha256)
+    assert (m["build_version"], m["config"]["wordings"]["version"]) == (CURRENT.build_version, CURRENT.wordings)
