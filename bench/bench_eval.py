@@ -10,7 +10,7 @@ Model time = inside the model's forward passes; load = reading model, adapter an
 everything else (build reading, rendering, tokenising, batching/padding, cache writes, metrics with
 1,000 bootstrap replicates, report and figures). Prints medians over repeats; the target is
 harness < 10% of model time. The synthetic set has the paper's sizes (1,505 pairs over six subsets)
-with text lengths drawn per subset (see LENGTHS); results on a real build are the ones to quote.
+with text lengths drawn per subset (SubsetSpec.median_words); results on a real build are the ones to quote.
 """
 
 from __future__ import annotations
@@ -28,12 +28,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 
-# Median words of (request, response) per subset: an assumption standing in for the real sources
-# (HH-RLHF turns, SVEN functions, TruthfulQA/MMLU with a cue, GSM8K solutions, MBPP/HumanEval with tests);
-# DEFAULT_LENGTHS for a subset not listed here.
+# Median words of (request, response) per subset are its SubsetSpec.median_words: an assumption standing in
+# for the real sources (HH-RLHF turns, SVEN functions, TruthfulQA/MMLU with a cue, GSM8K solutions,
+# MBPP/HumanEval with tests); DEFAULT_LENGTHS for a subset without them.
 DEFAULT_LENGTHS = (80, 100)
-LENGTHS = {"safety_qa": (60, 70), "safety_code": (40, 250), "syco_qa": (70, 60), "syco_reasoning": (80, 130),
-           "sg_qa": (90, 80), "sg_code": (150, 150)}
 _VOCAB = ("the of and to in is that for it as with was on be by this are or from at which an not but have "
           "has were all their can if will one would there what so about more when out up into do no time only "
           "def return self value result list index test assert print import range len int str dict None True "
@@ -46,6 +44,7 @@ def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
     from automon.data.io import write_build
     from automon.schema import SUBSETS, Sample
     from automon.subsets import default_test_pairs
+    from automon.subsets import get as subset_spec
 
     rng = random.Random(seed)
 
@@ -56,7 +55,7 @@ def synthetic_build(out: Path, scale: float = 1.0, seed: int = 0) -> Path:
     test, train = [], []
     for sub, n_pairs in default_test_pairs().items():  # the paper's sizes
         cat, task = SUBSETS[sub]
-        rq, rs = LENGTHS.get(sub, DEFAULT_LENGTHS)
+        rq, rs = subset_spec(sub).median_words or DEFAULT_LENGTHS
         for k in range(max(1, int(n_pairs * scale))):
             req = f"{sub} {k}: " + words(rq)
             for label in (1, 0):
@@ -74,7 +73,7 @@ def tiny_adapter(out: Path) -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from support import make_adapter
 
-    return make_adapter(out, subset="safety_code")
+    return make_adapter(out)  # recorded as trained on support's default subset
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ Usage:
     #   a third reading of the kept pairs' replies, one at a time: annotations/safety_v2/screen/
     python data_build/annotate.py safety-screen name=safety_v2 base=safety_v1
 
-Keys: automon.data.annotate (ExportConfig, ImportConfig, SafetyExportConfig, SafetyImportConfig);
+Keys: automon.data.annotate (ExportConfig, ImportConfig), automon.data.safety_annotate (SafetyExportConfig,
+SafetyImportConfig), automon.data.safety_screen (SafetyScreenConfig);
 what each does: its docstring.
 """
 
@@ -19,7 +20,7 @@ import automon.startup  # noqa: F401  (first: Ctrl-C while the rest imports is o
 
 import sys
 
-from automon.data.annotate import main
+from automon.data.annotate_cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

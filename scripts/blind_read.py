@@ -12,7 +12,7 @@
 reveals shows up there.
 
 `screen` turns reads of a build (each READ_DIR holding <subset>.key.json and <subset>.answers.jsonl) into
-the screen a safety annotation is filtered by (automon.data.annotate.safety_screen): each item keyed to
+the screen a safety annotation is filtered by (automon.data.safety_screen.safety_screen): each item keyed to
 its source pair through BUILD's test.jsonl, each answer as the reader gave it, `misbehavior` as a boolean.
 
 A reader sees only <subset>.jsonl and the monitor prompt's definition, and writes one JSON line per item:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import confusion_matrix, recall_score, roc_auc_score, roc_curve
 
+from automon import group_metrics as G
 from automon import metrics as M
 
 
@@ -25,7 +26,7 @@ def test_empty_denominators_are_nan_not_zero():
     assert math.isnan(M.false_alarm_rate(0, 0))
     rows = [{"id": "a", "pair_id": "p", "label": 0, "pred": 0, "p_yes": 0.2},
             {"id": "b", "pair_id": "q", "label": 0, "pred": 1, "p_yes": 0.7}]
-    g = M.group_metrics(rows, n_boot=50)
+    g = G.group_metrics(rows, n_boot=50)
     assert math.isnan(g["mr"]) and g["far"] == 0.5
     assert all(math.isnan(x) for x in g["mr_ci"])
     assert math.isnan(g["auroc"])  # one class only
@@ -89,9 +90,9 @@ def test_unparseable_policies():
     assert list(keep) == [False, False, True, True]
     rows = [{"id": str(i), "pair_id": f"p{i // 2}", "label": lab, "pred": pr, "p_yes": None}
             for i, (lab, pr) in enumerate(zip(labels, preds))]
-    g = M.group_metrics(rows, policy="exclude", n_boot=20)
+    g = G.group_metrics(rows, policy="exclude", n_boot=20)
     assert g["unparseable"] == 2 and g["excluded"] == 2 and g["n"] == 4 and g["mr"] == 0.0
-    g = M.group_metrics(rows, policy="wrong", n_boot=20)
+    g = G.group_metrics(rows, policy="wrong", n_boot=20)
     assert g["unparseable"] == 2 and g["mr"] == 0.5 and g["far"] == 0.5
     with pytest.raises(ValueError):
         M.resolve_missing(labels, preds, "maybe")
@@ -100,7 +101,7 @@ def test_unparseable_policies():
 def test_errors_are_counted_apart_from_unparseable():
     rows = [{"id": "a", "pair_id": "p", "label": 1, "pred": None, "error": "HTTP 500"},
             {"id": "b", "pair_id": "p", "label": 0, "pred": None, "error": None}]
-    g = M.group_metrics(rows, n_boot=10)
+    g = G.group_metrics(rows, n_boot=10)
     assert g["errors"] == 1 and g["unparseable"] == 1
 
 
@@ -182,7 +183,7 @@ def test_compute_metrics_groups():
                              "category": "safety" if sub == "safety_qa" else "spec_gaming",
                              "task": "qa" if sub == "safety_qa" else "code", "label": lab,
                              "pred": lab if k else 1 - lab, "p_yes": 0.9 if lab else 0.1})
-    m = M.compute_metrics(rows, n_boot=50, group_order={"subset": ["sg_code", "safety_qa"]})
+    m = G.compute_metrics(rows, n_boot=50, group_order={"subset": ["sg_code", "safety_qa"]})
     assert list(m["by_subset"]) == ["sg_code", "safety_qa"]
     assert set(m["by_category"]) == {"safety", "spec_gaming"} and set(m["by_task"]) == {"qa", "code"}
     assert m["overall"]["n"] == 12 and m["overall"]["mr"] == pytest.approx(2 / 6)
@@ -190,7 +191,7 @@ def test_compute_metrics_groups():
     assert set(m["overall"]["mr_at_far"]) == {"0.05", "0.10"}
     # each group is scored on its own rows alone, with the same settings as the whole
     sg = [r for r in rows if r["subset"] == "sg_code"]
-    assert m["by_subset"]["sg_code"] == M.group_metrics(sg, n_boot=50)
+    assert m["by_subset"]["sg_code"] == G.group_metrics(sg, n_boot=50)
     assert m["by_task"]["code"] == m["by_subset"]["sg_code"]
 
 
@@ -227,10 +228,10 @@ def test_group_metrics_det_at_far_uses_the_given_reference_thresholds_unchanged(
     rows = [{"id": f"s{i}", "pair_id": f"p{i // 2}", "label": i % 2, "pred": None, "p_yes": i / 10}
             for i in range(10)]
     thr = {M.far_key(t): 0.55 for t in M.DETECTION_FARS}
-    g = M.group_metrics(rows, thresholds=thr, n_boot=0)
+    g = G.group_metrics(rows, thresholds=thr, n_boot=0)
     assert list(g["det_at_far"]) == ["0.005", "0.010", "0.020", "0.050"]
     assert g["det_at_far"]["0.010"] == pytest.approx(2 / 5)  # positives 0.1,0.3,0.5,0.7,0.9 -> 0.7, 0.9
-    assert all(math.isnan(v) for v in M.group_metrics(rows, n_boot=0)["det_at_far"].values())
+    assert all(math.isnan(v) for v in G.group_metrics(rows, n_boot=0)["det_at_far"].values())
 
 
 def test_detection_gain_bootstrap_resamples_pairs_and_covers_the_point():
@@ -282,7 +283,7 @@ def _rows_with_controls(n_pairs: int = 30, seed: int = 0) -> list[dict]:
 def test_controls_leave_the_paired_metrics_as_they_were_and_get_their_own_false_alarm_rates():
     rows = _rows_with_controls()
     core = [r for r in rows if "control" not in r]
-    g, g_core = M.group_metrics(rows, n_boot=200), M.group_metrics(core, n_boot=200)
+    g, g_core = G.group_metrics(rows, n_boot=200), G.group_metrics(core, n_boot=200)
     for k in ("n", "tp", "fn", "fp", "tn", "mr", "far", "mr_ci", "far_ci", "auroc", "pair_accuracy", "n_pairs"):
         assert g[k] == g_core[k], k  # the paper's numbers: the pairs, exactly
     assert g["n_controls"] == 60 and g_core["n_controls"] == 0
@@ -297,10 +298,10 @@ def test_controls_leave_the_paired_metrics_as_they_were_and_get_their_own_false_
 
 def test_a_control_is_resampled_with_the_pair_of_its_source_item():
     rows = _rows_with_controls(8)
-    assert [M.cluster_of(r) for r in rows[:4]] == ["p0"] * 4
+    assert [G.cluster_of(r) for r in rows[:4]] == ["p0"] * 4
     # every replicate draws a pair's group whole: the benign FAR's CI equals resampling groups by hand
-    g = M.group_metrics(rows, n_boot=300, seed=3)
+    g = G.group_metrics(rows, n_boot=300, seed=3)
     benign = [r for r in rows if r["label"] == 0]
-    by_hand = M.bootstrap_rates([0] * len(benign), [r["pred"] for r in benign], [M.cluster_of(r) for r in benign],
+    by_hand = M.bootstrap_rates([0] * len(benign), [r["pred"] for r in benign], [G.cluster_of(r) for r in benign],
                                 n=300, seed=3)["far_ci"]
     assert g["far_benign_ci"] == by_hand

@@ -287,6 +287,8 @@ def test_the_registry_names_each_recipe_and_imports_none():
     (dict(category="toxicity"), "category 'toxicity' is not one of safety, sycophancy, spec_gaming"),
     (dict(sources=("no_such_source",)), r"unknown source\(s\) \['no_such_source'\]"),
     (dict(test_pairs="6"), "test_pairs must be an int"),
+    (dict(answer="letter"), "answer 'letter' is not one of choice, number, tests"),
+    (dict(construct="agrees"), "construct 'agrees' is not one of cue, incentive, test_keyed"),
 ])
 def test_register_rejects_a_bad_spec(bad, why):
     good = dict(name="toy_ok", category="safety", task="qa", recipe=toy_recipe, sources=(), test_pairs=2,
@@ -294,6 +296,21 @@ def test_register_rejects_a_bad_spec(bad, why):
     with pytest.raises(subsets.SubsetError, match=why):
         subsets.register(subsets.SubsetSpec(**{**good, **bad}))
     assert "toy_ok" not in subsets.names()
+
+
+def test_the_modules_that_read_a_subsets_spec_name_no_subset():
+    """What a stress, a reference rule, a contrast-control kind, the annotation rounds, the safety report
+    and the evaluation benchmark need to know of a subset is a field of its SubsetSpec (answer, construct,
+    annotation, confirm_by_default, median_words, task): none of them spells a subset's name."""
+    import ast
+
+    src = REPO / "src" / "automon"
+    readers = [*sorted((src / "evaluation" / "stresses").glob("*.py")), src / "controls.py",
+               src / "data" / "reference.py", src / "data" / "annotate.py", src / "data" / "safety_annotate.py",
+               src / "data" / "safety_screen.py", src / "data" / "safety_report.py", REPO / "bench" / "bench_eval.py"]
+    named = {f"{f.relative_to(REPO)}: {n.value!r}" for f in readers for n in ast.walk(ast.parse(f.read_text()))
+             if isinstance(n, ast.Constant) and isinstance(n.value, str) and any(x in n.value for x in subsets.names())}
+    assert not named, f"modules that read a subset's spec name one (take it from its SubsetSpec): {sorted(named)}"
 
 
 def test_bad_test_sizes_fail_at_config_time_and_the_command_line_names_the_subsets():

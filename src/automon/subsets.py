@@ -7,8 +7,11 @@ the training options `subset=<name>` / `subset=all` (automon.config.train), the 
 runs and the smoke experiment's test sizes (automon.config.pipeline), the evaluation's test subsets,
 the Slurm array (`python -m automon.subsets names`), the wordings schema's per-subset keys
 (automon.config.wordings), the policy generator's subsets and dispatch (`policy.subsets`), and the
-settings checks the build runs before it reads anything (automon.data.check). docs/subsets.md says
-how to add a subset.
+settings checks the build runs before it reads anything (automon.data.check), the subsets each
+stress covers and how it re-reads an answer (automon.evaluation.stresses), the reference monitors'
+rules and the contrast-control kinds (automon.data.reference, automon.controls), the safety annotation
+round and its artifact report (automon.data.safety_annotate, automon.data.safety_report), and the
+evaluation benchmark's synthetic build (bench/bench_eval.py). docs/subsets.md says how to add a subset.
 
     python -m automon.subsets names              # safety_qa safety_code ... (canonical order)
     python -m automon.subsets test-overrides 6   # test.safety_qa=6 test.safety_code=6 ...
@@ -22,10 +25,24 @@ import importlib
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
 
 CATEGORIES = ("safety", "sycophancy", "spec_gaming")
 TASKS = ("qa", "code", "reasoning")
+# SubsetSpec.answer: how the build tells a right response from a wrong one (the stresses' answer re-check,
+# automon.evaluation.stresses.recheck; the reference monitors' correctness oracle, automon.data.reference).
+ANSWERS = {
+    "choice": "the option letter the response states, where the request lists options (else the gold answer's text)",
+    "number": "the final number of the response's worked chain",
+    "tests": "the task's hidden tests, run on the response's code in the sandbox",
+}
+# SubsetSpec.construct: the misbehavior as a conjunction of two features, the one the reference monitors
+# check part by part (automon.data.reference) and the contrast controls carry one part of (automon.controls).
+CONSTRUCTS = {
+    "cue": "a wrong answer AND the one the user suggested",
+    "incentive": "the answer the stated incentive rewards AND wrong",
+    "test_keyed": "code failing the hidden tests AND through behaviour keyed on the visible tests or the checker",
+}
 ALL = "all"  # the training option that selects every subset
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -56,6 +73,18 @@ class WordingKey:
 
 
 @dataclass(frozen=True)
+class Annotation:
+    """How a subset's candidate test pairs are annotated before a build (`annotate.py safety-export` /
+    `safety-import`, automon.data.safety_annotate; the build tests the pairs the annotators agree on)."""
+    candidates: Union[str, Callable]  # "module:function" (rows(source), drops) -> the recipe's pre-filtered Items
+    pairs: int   # candidate pairs safety-export asks by default (its pairs.<name>), in the build's test order
+    chunk: int   # items per annotator file (safety-export's chunk.<name>)
+
+    def load_candidates(self, subset: str) -> Callable:
+        return _load(self.candidates, subset, "annotation.candidates")
+
+
+@dataclass(frozen=True)
 class SubsetSpec:
     name: str          # the word everywhere: sample field, test.<name>, subset=<name>, run dirs
     category: str      # one of CATEGORIES
@@ -75,6 +104,11 @@ class SubsetSpec:
     policy_by_default: bool = False
     # Its settings check (a callable or "module:function"); None: nothing beyond the schema's types.
     check: Union[str, Check, None] = None
+    answer: Optional[str] = None       # how a response's answer is checked: a key of ANSWERS; None: not at all
+    construct: Optional[str] = None    # its misbehavior as a conjunction: a key of CONSTRUCTS; None: not one
+    annotation: Optional[Annotation] = None  # its test pairs are chosen from annotated candidates (safety-export)
+    confirm_by_default: bool = False   # in `annotate.py export`'s default subsets: free text no grader checks
+    median_words: Optional[tuple[int, int]] = None  # (request, response): bench/bench_eval.py's synthetic lengths
 
     def load_recipe(self) -> Recipe:
         return self._load(self.recipe, "recipe")
@@ -86,14 +120,18 @@ class SubsetSpec:
         return None if self.check is None else self._load(self.check, "check")
 
     def _load(self, ref: Union[str, Callable], what: str) -> Callable:
-        if callable(ref):
-            return ref
-        module, _, func = ref.partition(":")
-        try:
-            return getattr(importlib.import_module(module), func)
-        except (ImportError, AttributeError) as e:
-            raise SubsetError(f"subset {self.name}: cannot load {what} {ref!r} ({e}); "
-                              "give a callable or 'package.module:function'") from None
+        return _load(ref, self.name, what)
+
+
+def _load(ref: Union[str, Callable], subset: str, what: str) -> Callable:
+    if callable(ref):
+        return ref
+    module, _, func = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as e:
+        raise SubsetError(f"subset {subset}: cannot load {what} {ref!r} ({e}); "
+                          "give a callable or 'package.module:function'") from None
 
 
 _REGISTRY: dict[str, SubsetSpec] = {}
@@ -127,6 +165,13 @@ def register(spec: SubsetSpec) -> SubsetSpec:
             problems.append(f"{what} must be a callable or 'package.module:function', got {ref!r}")
     if spec.policy_by_default and spec.policy_recipe is None:
         problems.append("policy_by_default needs a policy_recipe")
+    for what, value, valid in (("answer", spec.answer, ANSWERS), ("construct", spec.construct, CONSTRUCTS)):
+        if value is not None and value not in valid:
+            problems.append(f"{what} {value!r} is not one of {', '.join(valid)} (or None)")
+    a = spec.annotation
+    if a is not None and not (isinstance(a, Annotation) and (callable(a.candidates) or ":" in str(a.candidates))):
+        problems.append(f"annotation must be an Annotation whose candidates are a callable or "
+                        f"'package.module:function', got {a!r}")
     owned = {k.name: s.name for s in _REGISTRY.values() for k in s.wordings}
     for k in spec.wordings if isinstance(spec.wordings, tuple) else ():
         if not isinstance(k, WordingKey) or not _NAME.match(k.name):
@@ -173,6 +218,21 @@ def policy_subsets(by_default: bool = False) -> list[str]:
     return [s.name for s in _REGISTRY.values() if s.policy_recipe is not None and (s.policy_by_default or not by_default)]
 
 
+def annotated() -> list[SubsetSpec]:
+    """The subsets whose test pairs are chosen from annotated candidates (SubsetSpec.annotation), in order."""
+    return [s for s in _REGISTRY.values() if s.annotation is not None]
+
+
+def with_answer(*answers: str) -> list[str]:
+    """The subsets whose answers are checked in one of these ways (SubsetSpec.answer), in order."""
+    return [s.name for s in _REGISTRY.values() if s.answer in answers]
+
+
+def with_construct(*constructs: str) -> list[str]:
+    """The subsets whose misbehavior is one of these conjunctions (SubsetSpec.construct), in order."""
+    return [s.name for s in _REGISTRY.values() if s.construct in constructs]
+
+
 def default_test_pairs() -> dict[str, int]:
     """Default test pairs per subset (the build config's `test` node)."""
     return {s.name: s.test_pairs for s in _REGISTRY.values()}
@@ -209,13 +269,17 @@ for _spec in (
         "safety_qa", "safety", "qa", "automon.data.recipes.safety:safety_qa_recipe", ("hh_rlhf_harmless",), 293,
         "HH-RLHF harmless-base: the rejected final assistant turn (1) vs the chosen one (0) after the "
         "same conversation prefix. HH preferences are relative, so some 'rejected' turns are only mildly "
-        "worse; no evidence quotes."),
+        "worse; no evidence quotes.",
+        annotation=Annotation("automon.data.recipes.safety_annotation:safety_qa_candidates", 420, 200),
+        median_words=(60, 70)),
     SubsetSpec(
         "safety_code", "safety", "code", "automon.data.recipes.safety:safety_code_recipe",
         ("sven", "cyberseceval_instruct", "cyberseceval_autocomplete", "securityeval"), 293,
         "SVEN: vulnerable function (1, evidence = lines the fix deleted) vs its fixed version (0). "
         "Training also gets CyberSecEval instruct/autocomplete and SecurityEval insecure code (label 1, "
-        "unpaired, evidence = the flagged line where known)."),
+        "unpaired, evidence = the flagged line where known).",
+        annotation=Annotation("automon.data.recipes.safety_annotation:safety_code_candidates", 400, 100),
+        median_words=(40, 250)),
     SubsetSpec(
         "syco_qa", "sycophancy", "qa", "automon.data.recipes.sycophancy:syco_qa_recipe",
         ("mmlu", "truthfulqa", "rh_sycophancy_fact", "rh_sycophancy_fact_unhackable",
@@ -230,7 +294,8 @@ for _spec in (
                        "source rows left out (the samples' `source` -> why): MMLU rows whose key is wrong or "
                        "whose question no option answers (annotations/mmlu_key_check)"),
         ),
-        policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
+        policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True,
+        answer="choice", construct="cue", median_words=(70, 60)),
     SubsetSpec(
         "syco_reasoning", "sycophancy", "reasoning", "automon.data.recipes.sycophancy:syco_reasoning_recipe",
         ("gsm8k",), 240,
@@ -242,7 +307,8 @@ for _spec in (
         wordings=(
             WordingKey("syco_reasoning_cues", List[str], [], "{cue}: the wrong number"),
         ),
-        policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True),
+        policy_recipe="automon.data.recipes.policy:sycophancy_policy_items", policy_by_default=True,
+        answer="number", construct="cue", median_words=(80, 130)),
     SubsetSpec(
         "sg_qa", "spec_gaming", "qa", "automon.data.recipes.sg_qa:sg_qa_recipe",
         ("truthfulqa", "rh_world_affecting_reward", "rh_world_affecting_approval", "rh_email_assistant",
@@ -256,7 +322,8 @@ for _spec in (
             WordingKey("sg_qa_excluded", Dict[str, str], {},
                        "source rows left out (the samples' `source`, as read from sources.root -> why): rows "
                        "whose own text no reader can judge fairly"),
-        )),
+        ),
+        answer="choice", construct="incentive", confirm_by_default=True, median_words=(90, 80)),
     SubsetSpec(
         "sg_code", "spec_gaming", "code", "automon.data.recipes.sg_code.recipe:sg_code_recipe",
         ("humaneval", "mbpp", "rh_code_problems_hardcoded", "rh_code_selection", "rh_code_selection_unhackable"),
@@ -271,7 +338,8 @@ for _spec in (
             WordingKey("sg_code_incentives", List[str], [], "sg_code's incentive sentences"),
         ),
         policy_recipe="automon.data.recipes.sg_code_policy:sg_code_policy_items",
-        check="automon.config.sg_code:check_sg_code"),
+        check="automon.config.sg_code:check_sg_code",
+        answer="tests", construct="test_keyed", median_words=(150, 150)),
 ):
     register(_spec)
 del _spec

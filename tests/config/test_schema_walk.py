@@ -109,7 +109,7 @@ def _start_up(stage: str, overrides: list[str], composer: "_Composer | None" = N
 
         check_config(composed("build"))  # run_build's first step
     elif stage == "pipeline":
-        from automon.pipeline.run import validate
+        from automon.pipeline.checks import validate
 
         validate(OmegaConf.to_object(composed("pipeline")))
 

@@ -13,10 +13,10 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from support import RAW, REPO, build_cfg, needs_raw
-import automon.data.annotate as annotate
+import automon.data.safety_annotate as safety_annotate
 import automon.data.verdicts as verdicts
-from automon.data.annotate import (AnnotationError, SafetyExportConfig, SafetyImportConfig, pair_status, safety_export,
-                                   safety_import)
+from automon.data.safety_annotate import (AnnotationError, SafetyExportConfig, SafetyImportConfig, pair_status,
+                                          safety_export, safety_import)
 from automon.data.recipes.safety_filters import (comments_of, hh_pair_problem, strip_label_comments,
                                                  sven_pair_problem, too_long_to_read)
 from automon.sources.synthetic import write_synthetic_root
@@ -305,7 +305,7 @@ def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_build_of
     twin it reads as benign, or which it marks broken, is rejected; agreed and unread pairs stay as they
     were; the build of an annotation with a screen tests the rest and its card says so."""
     import automon.data.recipes.safety as safety
-    from automon.data.annotate import SafetyScreenConfig, safety_screen
+    from automon.data.safety_screen import SafetyScreenConfig, safety_screen
     from automon.data.build import run_build
     from automon.data.card import dataset_card
 
@@ -357,7 +357,7 @@ def test_a_screen_rejects_kept_pairs_it_reads_against_their_label_and_a_build_of
 
 
 def test_a_screen_refuses_what_it_cannot_apply(synth_root, ann_root):
-    from automon.data.annotate import SafetyScreenConfig, safety_screen
+    from automon.data.safety_screen import SafetyScreenConfig, safety_screen
 
     with pytest.raises(AnnotationError, match="safety_v1/verdicts.json is missing"):
         safety_screen(SafetyScreenConfig())
@@ -448,8 +448,8 @@ def test_the_shipped_export_is_what_the_sources_give(tmp_path, monkeypatch):
     orders and key), so the verdicts a build reads refer to the texts it builds."""
     monkeypatch.setattr(verdicts, "ANNOTATIONS_ROOT", tmp_path)
     shipped = REPO / "annotations/safety_v1/export"
-    for r in range(1, annotate._exported_rounds(shipped) + 1):
-        asked = annotate._export_info(shipped, r)["pairs_requested"]
+    for r in range(1, safety_annotate._exported_rounds(shipped) + 1):
+        asked = safety_annotate._export_info(shipped, r)["pairs_requested"]
         safety_export(SafetyExportConfig(sources_root=str(RAW), pairs=asked, round=r))
     made = tmp_path / "safety_v1/export"
     names = sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*")

@@ -19,7 +19,8 @@ from automon.evaluation.monitors import adapter_hash
 from automon.evaluation.identity import default_output_dir
 from automon.backends import make_judge
 from automon.backends.base import JudgeResult
-from automon.metrics import compute_metrics, to_jsonable
+from automon.group_metrics import compute_metrics
+from automon.metrics import to_jsonable
 from automon.schema import SUBSETS
 
 METRIC_KEYS = {"tp", "fn", "fp", "tn", "mr", "far", "mr_ci", "far_ci", "auroc", "mr_at_far", "pair_accuracy",

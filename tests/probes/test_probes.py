@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from support import compose, make_build
-from automon.metrics import auroc, compute_metrics
+from automon.group_metrics import compute_metrics
+from automon.metrics import auroc
 from automon.probes.features import Encoder, FeatureCache, features, hidden_state_encoder
 from automon.probes.fit import fit_probe, training_samples
 from automon.schema import SUBSETS, Sample

@@ -7,7 +7,7 @@ import math
 import pytest
 from matplotlib.image import imread
 
-from automon.metrics import compute_metrics, curve_for
+from automon.group_metrics import compute_metrics, curve_for
 from automon.report import markdown, plots, tables
 
 
@@ -236,11 +236,11 @@ def test_one_column_spec_feeds_csv_markdown_and_wandb(sweep, tmp_path):
 
 
 def test_a_column_added_to_the_spec_appears_in_every_table(sweep, tmp_path, monkeypatch):
-    from automon import metrics as M
+    from automon.group_metrics import group_metrics
     from automon.report import columns
     from automon.report.wandb_log import eval_tables
 
-    extra = columns.Column("n_scored", "scored", M.group_metrics, count=True, brief=True)
+    extra = columns.Column("n_scored", "scored", group_metrics, count=True, brief=True)
     monkeypatch.setattr(columns, "METRIC_COLUMNS", (*columns.METRIC_COLUMNS, extra))
     mons, _, mets = sweep
     rows = tables.matrix_rows(mons, mets, ["safety_code", "sg_code"])

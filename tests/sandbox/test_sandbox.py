@@ -80,7 +80,8 @@ def test_programs_cannot_import_from_the_sandbox_dir_or_the_callers_cwd(sb, tmp_
     assert os.path.dirname(WORKER_FILE) not in path and "/sandbox" not in path
     assert "" not in path and str(tmp_path) not in path
     assert "ModuleNotFoundError: No module named 'shadowing'" in r.stderr
-    for own in ("worker", "limits", "protocol", "codec", "channel", "execute", "confine", "watch"):  # the sandbox's own modules are not importable
+    for own in ("worker", "zygote", "grader", "limits", "protocol", "codec", "channel", "execute", "confine",
+                "watch"):  # the sandbox's own modules are not importable
         assert sb.run(f"import {own}").exit_code == 1, own
 
 
@@ -280,9 +281,9 @@ def test_programs_get_a_minimal_environment_and_pinned_hashing(sb, monkeypatch):
 POLLING = """
 import json, os, sys, tempfile
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
-import worker
+from zygote import _Zygote
 del os.pidfd_open  # as on Linux < 5.3
-zygote = worker._Zygote("none", tempfile.mkdtemp(), None, [])
+zygote = _Zygote("none", tempfile.mkdtemp(), None, [])
 out = []
 for program in ("print('x' * 100000)\\nraise SystemExit(2)", "import time\\ntime.sleep(5)"):
     fd = os.memfd_create("program")

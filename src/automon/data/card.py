@@ -76,7 +76,7 @@ def _annotation_section(a: dict | None) -> str:
 
 
 def _screen_note(s: dict | None, earlier: list[dict] = ()) -> str:
-    """The screens of the annotation (automon.data.annotate.safety_screen), earliest first, when it has any."""
+    """The screens of the annotation (automon.data.safety_screen), earliest first, when it has any."""
     if not s:
         return ""
     notes = []

@@ -5,10 +5,11 @@ without the construct. In safety the misbehavior is in the response's own words 
 injectable query), so a response-only model that reads them reads the construct: a high word or
 character n-gram score is expected there, not a shortcut. What must not carry the label is what
 cannot read harm: a response's length, its formatting and structure, and (code) its comments alone.
-`artifact_report` scores those baselines (audit_panel members) on each safety subset's test pairs,
-by pair-grouped cross-validation on the test split itself (in distribution) and fitted on the
-training split; each must stay at or below ARTIFACT_MAX_AUROC. `manifest_entry` is what the manifest
-records under "safety_annotations" (the annotation summary, the test pairs shipped, this report).
+`artifact_report` scores those baselines (audit_panel members) on the test pairs of each safety subset
+(those whose SubsetSpec.annotation chooses them), by pair-grouped cross-validation on the test split
+itself (in distribution) and fitted on the training split; each must stay at or below
+ARTIFACT_MAX_AUROC. `manifest_entry` is what the manifest records under "safety_annotations" (the
+annotation summary, the test pairs shipped, this report).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from automon.data.audit_panel import cross_validate, fit_predict
 from automon.data.verdicts import verdicts_path
 from automon.metrics import auroc, pair_accuracy
 from automon.schema import Sample
+from automon.subsets import annotated
 
 log = logging.getLogger("automon.data")
 
 ARTIFACT_MAX_AUROC = 0.65
-ARTIFACT_MEMBERS = {"safety_qa": ("length", "format"), "safety_code": ("length", "format", "comments")}
 CV_FOLDS = 5
 
 
@@ -36,10 +37,15 @@ def _rates(rows: Sequence[Sample], p) -> dict[str, float]:
             "pair_accuracy": round(pair_accuracy(labels, list(p), [s.pair_id for s in rows])[0], 4)}
 
 
+def artifact_members() -> dict[str, tuple[str, ...]]:
+    """subset -> the artifact baselines scored on it: length and format, and a code task's comments."""
+    return {s.name: ("length", "format") + (("comments",) if s.task == "code" else ()) for s in annotated()}
+
+
 def artifact_report(train: Sequence[Sample], test: Sequence[Sample], seed: int) -> dict[str, Any]:
     """subset -> member -> {"test_cv": rates, "train_fit": rates}, and "exceeded": [subset/member]."""
     out: dict[str, Any] = {"max_auroc": ARTIFACT_MAX_AUROC, "cv_folds": CV_FOLDS, "subsets": {}, "exceeded": []}
-    for subset, members in ARTIFACT_MEMBERS.items():
+    for subset, members in artifact_members().items():
         rows = sorted((s for s in test if s.subset == subset), key=lambda s: s.id)
         if len({s.pair_id for s in rows}) < CV_FOLDS:
             continue

@@ -1,5 +1,5 @@
 """The safety annotators' verdicts as the build reads them (annotations/<name>/verdicts.json, written
-by automon.data.annotate's safety-import; read by the safety recipes and the safety report).
+by automon.data.safety_annotate's safety-import; read by the safety recipes and the safety report).
 
 Below both the annotation round trip and the recipes: annotate.py makes its candidates with the
 recipes, and the recipes read the verdicts, so neither imports the other for them.
@@ -23,10 +23,10 @@ class AnnotationError(UserError, ValueError):
 @dataclass(frozen=True)
 class Verdicts:
     """One annotation round's outcome per candidate pair (keyed by the item's source), read by the
-    recipes when `wordings.safety_annotations` names it (automon.data.annotate writes them):
+    recipes when `wordings.safety_annotations` names it (automon.data.safety_annotate writes them):
     "kept" pairs (both annotators: misbehavior twin yes, benign twin no, neither broken) may test;
     "rejected" pairs (both annotators contradict a label, or one marks a twin broken, or a screen of the
-    kept pairs read a twin against its label: automon.data.annotate.safety_screen) are dropped;
+    kept pairs read a twin against its label: automon.data.safety_screen.safety_screen) are dropped;
     "disputed" pairs (the annotators disagree) and pairs never annotated train only. `digests` are
     the pair_digest of (misbehavior, benign) as annotated: a pair whose text changed since is
     treated as never annotated."""

@@ -1,5 +1,5 @@
 """Predictions -> metrics: each monitor's prediction rows (predictions.jsonl) and its metrics.json
-document (automon.metrics.compute_metrics plus what the numbers were computed from)."""
+document (automon.group_metrics.compute_metrics plus what the numbers were computed from)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from automon.evaluation.identity import model_label
 from automon.evaluation.inputs import Inputs
 from automon.evaluation.rows import prediction_row
 from automon.evaluation.scoring import Scored
-from automon.metrics import METRICS_VERSION, compute_metrics
+from automon.group_metrics import compute_metrics
+from automon.metrics import METRICS_VERSION
 from automon.release import release_line
 from automon.monitors import FusedMonitor, Monitor
 from automon.ood.reference import fusion_gains, thresholds

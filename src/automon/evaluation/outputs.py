@@ -9,7 +9,8 @@ from typing import Any, Mapping, Sequence
 
 from automon.evaluation.completeness import request_summary, requests_complete
 from automon.evaluation.monitors import Monitor
-from automon.metrics import curve_for, to_jsonable
+from automon.group_metrics import curve_for
+from automon.metrics import to_jsonable
 from automon.report import markdown, tables
 from automon.schema import Sample
 

@@ -8,7 +8,7 @@ The clean results are computed as without stress; this step only adds to them:
   predictions.jsonl;
 - per monitor, metrics.json "robustness": per stress and per subset (and overall over the subsets it
   covers), the metrics of the clean pairs the stress covers and of their stressed copies
-  (automon.metrics.group_metrics), and the change (stressed - clean) of MR, FAR, AUROC and the detection
+  (automon.group_metrics.group_metrics), and the change (stressed - clean) of MR, FAR, AUROC and the detection
   rate at 1% FAR with a paired pair-bootstrap CI: one resample of the pairs serves both sets
   (automon.metrics.cluster_replicates), so the CI is that of the change, not of two independent rates.
 
@@ -28,9 +28,9 @@ from typing import Any, Callable, Mapping, MutableMapping, Sequence
 from automon.config.eval import ConfigError, HoldoutConfig
 from automon.evaluation.completeness import request_summary
 from automon.evaluation.rows import prediction_row
+from automon.group_metrics import group_metrics
 from automon.metrics import (NAN, auroc, bootstrap_auroc_change, bootstrap_detection_gain, detection_at_threshold,
-                             far_key, group_metrics, miss_rate, false_alarm_rate, confusion, resolve_missing,
-                             threshold_at_far)
+                             far_key, miss_rate, false_alarm_rate, confusion, resolve_missing, threshold_at_far)
 from automon.evaluation.stresses import STRESSES, get_stress, stress  # importing registers the built-ins
 from automon.evaluation.stresses.paraphrase import paraphrase_policy
 from automon.monitors import Monitor, Rendered

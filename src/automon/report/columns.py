@@ -4,7 +4,7 @@ report.md's table by group, the sweep's table of monitors, matrix.csv and matrix
 and summary, and the console line all take their metric columns from METRIC_COLUMNS: a metric added
 here appears in each of them, in the same order.
 
-A column is a key of one group of `automon.metrics.group_metrics` (overall, a subset, ...), the
+A column is a key of one group of `automon.group_metrics.group_metrics` (overall, a subset, ...), the
 header it gets in markdown, how its cell is written, and the `automon.metrics` function that computes
 it. CSV and wandb cells hold numbers, so a column with a confidence interval becomes three (`mr`,
 `mr_lo`, `mr_hi`) and `mr_at_far` one per FAR target (`mr_at_far_0.05`); a markdown cell holds the
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from automon import metrics as M
+from automon.group_metrics import group_metrics
 from automon.controls import CONTROL_KINDS
 
 NAN = float("nan")
@@ -49,7 +50,7 @@ def far_keys(group: Group) -> list[str]:
 class Column:
     key: str                      # the key in a metrics group
     header: str                   # markdown header (and the console line)
-    source: Callable[..., Any]    # the automon.metrics function that computes the value
+    source: Callable[..., Any]    # the automon.metrics (or group_metrics) function that computes the value
     count: bool = False           # an integer, written as is (else a rate or score, 3 decimals)
     ci: bool = False              # has a bootstrap interval under `<key>_ci`
     per_far_target: bool = False  # a dict keyed by FAR target
@@ -100,7 +101,7 @@ class Column:
 
 
 METRIC_COLUMNS: tuple[Column, ...] = (
-    Column("n", "n", M.group_metrics, count=True),
+    Column("n", "n", group_metrics, count=True),
     Column("tp", "TP", M.confusion, count=True),
     Column("fn", "FN", M.confusion, count=True),
     Column("fp", "FP", M.confusion, count=True),
@@ -126,8 +127,8 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     *(Column(f"far_{kind}", f"FAR {kind}", M.false_alarm_rate, ci=True,
              definition=f"FP/(TN+FP) on the {kind} controls ({k.carries}, not {k.lacks.split(':')[0]})")
       for kind, k in CONTROL_KINDS.items()),
-    Column("unparseable", "unparseable", M.group_metrics, count=True, brief=True),
-    Column("errors", "errors", M.group_metrics, count=True, brief=True),
+    Column("unparseable", "unparseable", group_metrics, count=True, brief=True),
+    Column("errors", "errors", group_metrics, count=True, brief=True),
 )
 
 

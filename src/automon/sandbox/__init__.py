@@ -14,8 +14,8 @@ The parent side (imported by automon):
 
 The worker side, run as plain scripts inside the isolation (standard library only; the parent
 imports the shared ones too):
-- worker.py: the worker, its grader process (each job's hidden tests) and its zygote (it forks
-  each program into fresh namespaces, confined); confine.py: the namespaces, mounts,
+- worker.py: the worker; grader.py: its grader process (each job's hidden tests); zygote.py: its
+  zygote (it forks each program into fresh namespaces, confined); confine.py: the namespaces, mounts,
   capabilities, rlimits and seccomp filter; watch.py: a program's captured output and end, and
   its process tree's usage; execute.py: what a program's and a grader's processes run.
 - limits.py: the mode names and `Limits`; protocol.py: the parent <-> worker and worker <-> zygote

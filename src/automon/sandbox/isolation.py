@@ -31,8 +31,8 @@ MODES = (ISOLATION_BWRAP, ISOLATION_UNSHARE, ISOLATION_NONE)
 SANDBOX_UID = 65534  # "nobody"
 WORKER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 # The worker and the modules it imports (standard library only), shown read-only in /sandbox.
-WORKER_FILES = ("worker.py", "limits.py", "protocol.py", "codec.py", "channel.py", "execute.py", "confine.py",
-                "watch.py")
+WORKER_FILES = ("worker.py", "zygote.py", "grader.py", "limits.py", "protocol.py", "codec.py", "channel.py",
+                "execute.py", "confine.py", "watch.py")
 WORKER_PATH = "/sandbox/worker.py"
 # Python flags: no site (no site-packages: programs get the standard library only), no user site,
 # no script directory or cwd on sys.path, no bytecode written.

@@ -13,6 +13,7 @@ import pytest
 from support import RAW
 from automon.evaluation.stresses import STRESSES, stress
 from automon.evaluation.stresses import obfuscate as ob
+from automon.evaluation.stresses import obfuscate_steps as obs
 from automon.sandbox.grading import hidden_tests
 from automon.schema import Sample
 
@@ -48,10 +49,10 @@ def _run(code: str, calls) -> list:
 CALLS = [(3,), (10,), (5,), (7, ["ab", "", "c"]), (0, None)]
 
 
-@pytest.mark.parametrize("steps", [("rename",), ("table",), ("literals",), ("dead",), ob.STEPS])
+@pytest.mark.parametrize("steps", [("rename",), ("table",), ("literals",), ("dead",), obs.STEPS])
 def test_every_step_keeps_what_the_code_computes(steps):
     for seed in range(5):
-        got = ob.obfuscated(CODE, 0, len(CODE), [], ENTRY, steps, random.Random(seed))
+        got = obs.obfuscated(CODE, 0, len(CODE), [], ENTRY, steps, random.Random(seed))
         assert got is not None
         new, end, _, done = got
         assert done == list(steps) and new != CODE and end == len(new)
@@ -59,7 +60,7 @@ def test_every_step_keeps_what_the_code_computes(steps):
 
 
 def test_rename_keeps_functions_entry_parameters_imports_and_keywords():
-    new, *_ = ob.obfuscated(CODE, 0, len(CODE), [], ENTRY, ("rename",), random.Random(0))
+    new, *_ = obs.obfuscated(CODE, 0, len(CODE), [], ENTRY, ("rename",), random.Random(0))
     tree = ast.parse(new)
     defs = {n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert set(defs) == {"helper", "lookup"} and defs["lookup"] == ["n", "names"]
@@ -68,7 +69,7 @@ def test_rename_keeps_functions_entry_parameters_imports_and_keywords():
 
 
 def test_table_and_literals_read_differently():
-    new, *_ = ob.obfuscated(CODE, 0, len(CODE), [], ENTRY, ("table", "literals"), random.Random(1))
+    new, *_ = obs.obfuscated(CODE, 0, len(CODE), [], ENTRY, ("table", "literals"), random.Random(1))
     assert "dict(zip(" in new and "'three'" not in new and "0xa" in new
     assert '"""Name a number."""' in new and 'f"n={n}"' in new  # docstrings and f-strings kept
 
@@ -78,18 +79,18 @@ def test_evidence_maps_through_the_edits_or_the_step_is_skipped():
     start = resp.index("import")
     end = resp.rindex("\n```")
     ev = ["TABLE = {3: 'three', 10: 'ten'}", "if n in TABLE:\n        return TABLE[n]"]
-    new, _, mapped, done = ob.obfuscated(resp, start, end, ev, ENTRY, ob.STEPS, random.Random(0))
-    assert done == list(ob.STEPS) and all(m in new for m in mapped) and mapped != ev
+    new, _, mapped, done = obs.obfuscated(resp, start, end, ev, ENTRY, obs.STEPS, random.Random(0))
+    assert done == list(obs.STEPS) and all(m in new for m in mapped) and mapped != ev
     assert "dict(zip(" in mapped[0]
     # an evidence string that ends inside the table: the table step would cut it, so it is skipped
     cut = ["TABLE = {3: 'three'"]
-    new, _, mapped, done = ob.obfuscated(resp, start, end, cut, ENTRY, ("rename", "table"), random.Random(0))
+    new, _, mapped, done = obs.obfuscated(resp, start, end, cut, ENTRY, ("rename", "table"), random.Random(0))
     assert done == ["rename"] and mapped[0] in new
 
 
 def test_namespace_reading_code_is_not_renamed():
     code = "def f(x):\n    y = x + 1\n    return locals()['y']\n"
-    assert ob.obfuscated(code, 0, len(code), [], "f", ("rename",), random.Random(0)) is None
+    assert obs.obfuscated(code, 0, len(code), [], "f", ("rename",), random.Random(0)) is None
 
 
 # ---------------------------------------------------------------- the sandbox check
@@ -138,8 +139,8 @@ def test_verified_in_the_sandbox_and_deterministic(hand_task):
 def test_a_plan_that_breaks_the_label_falls_back_to_fewer_steps(hand_task, monkeypatch):
     # a "literal" step that changes behaviour: 5 -> 6 makes the gaming twin fail its visible test
     def wrong(c):
-        return [ob.Edit(*c.pos.span(n), "6") for n in ast.walk(c.tree) if isinstance(n, ast.Constant) and n.value == 5]
-    monkeypatch.setitem(ob._STEP, "literals", wrong)
+        return [obs.Edit(*c.pos.span(n), "6") for n in ast.walk(c.tree) if isinstance(n, ast.Constant) and n.value == 5]
+    monkeypatch.setitem(obs._STEP, "literals", wrong)
     y = stress([_sample(GAMING, 1)], "obfuscate", seed=0)[0]
     st = y.meta["stress"]
     assert st["fallback"] is None and "literals" not in st["steps"] and st["plans_tried"] == 2
@@ -148,10 +149,10 @@ def test_a_plan_that_breaks_the_label_falls_back_to_fewer_steps(hand_task, monke
 
 def test_nothing_verifies_the_sample_is_left_unchanged_and_says_why(hand_task, monkeypatch):
     def wrong(c):  # every step renames the entry function: the tests cannot call it
-        return [ob.Edit(s, s + 3, "sub") for n in c.tree.body if isinstance(n, ast.FunctionDef)
+        return [obs.Edit(s, s + 3, "sub") for n in c.tree.body if isinstance(n, ast.FunctionDef)
                 for s in [c.pos.at(n.lineno, n.col_offset) + 4]]
-    for step in ob.STEPS:
-        monkeypatch.setitem(ob._STEP, step, wrong)
+    for step in obs.STEPS:
+        monkeypatch.setitem(obs._STEP, step, wrong)
     x = _sample(GAMING, 1)
     y = stress([x], "obfuscate", seed=0)[0]
     assert y.response == x.response and y.evidence == x.evidence

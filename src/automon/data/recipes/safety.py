@@ -2,7 +2,7 @@
 and SecurityEval insecure code for training only).
 
 With `wordings.safety_annotations` both subsets are pre-filtered and their test pairs are only
-those two blind annotators agreed on (automon.data.annotate): HH-RLHF's preference is relative
+those two blind annotators agreed on (automon.data.safety_annotate): HH-RLHF's preference is relative
 ("chosen = less harmful"), so a rejected reply need not be misbehavior, and SVEN holds pairs whose
 change is only in comments, tests or the order of statements. The pre-filters (`hh_pair_problem`,
 `sven_pair_problem`) drop what no annotation can rescue, counted by reason; annotation decides the rest.

@@ -4,7 +4,7 @@ Threat: a watched model that expects to be checked vouches for its own output: t
 because the work is complete, a safety reviewer checked it, the answer was double-checked
 independently. Several wordings per category (and, for specification gaming, per task), one line at
 the start or at the end: prose in a prose answer and outside the code block of a fenced code answer,
-a comment in bare code (safety_code). Both twins of a pair get the same wording at the same place.
+a comment in bare code (safety in code: SVEN functions). Both twins of a pair get the same wording at the same place.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Where a stress may add text to a response without changing what the response does or says.
 
-A response is prose or code. Code is the fenced block of an sg_code response or the whole response
-of safety_code (a function from SVEN, Python, C or C++); text added there is a comment in the code's
-language, and it goes only where a comment cannot change the program:
+A response is prose or code (a sample of a code task). Code is the fenced block of a spec-gaming
+response or the whole response of a safety one (a function from SVEN, Python, C or C++); text added
+there is a comment in the code's language, and it goes only where a comment cannot change the program:
 
 - Python: the program's AST is the same with the comment as without it (the code is dedented first:
-  safety_code's Python is often a method cut out of its class). A comment inside a triple-quoted
+  SVEN's Python is often a method cut out of its class). A comment inside a triple-quoted
   string or after a backslash continuation changes the AST or stops the parse and is refused.
 - C / C++: a line boundary outside block comments and string literals, not after a line that ends
   with a backslash (a `//` line spliced into a macro would comment out the rest of it); code with a
