@@ -5,6 +5,7 @@ at a file the repository does not have."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import hashlib
@@ -118,17 +119,94 @@ def test_the_default_audit_table_quotes_the_recorded_build():
             assert cell == f"{members[member]['auroc']:.2f} / {members[member]['pair_accuracy']:.2f}", (name, member)
 
 
-def test_the_blind_read_table_quotes_its_record():
-    rows = _rows((REPO / "docs/data.md").read_text(), "| subset | pairs | MR (missed)")
-    summary = json.loads((REPO / "docs/results/blind-read-v5/summary.json").read_text())
-    assert {r[0] for r in rows} == set(summary["subsets"])
-    for sub, pairs, mr, far, broken in rows:
-        v = summary["subsets"][sub]
-        assert (int(pairs), mr, far, int(broken)) == (v["items"] // 2, f"{v['mr']:.2f} ({v['missed']})",
-                                                      f"{v['far']:.2f} ({v['false_alarms']})", v["broken"]), sub
-        records = [json.loads(line) for line in (REPO / f"docs/results/blind-read-v5/{sub}.jsonl").open()]
-        assert sum(r["label"] == 1 and not r["verdict"] for r in records) == v["missed"], sub
-        assert sum(r["label"] == 0 and r["verdict"] for r in records) == v["false_alarms"], sub
+BLIND_READS = REPO / "docs/results/blind-read-1.0"  # the release's blind reads; earlier versions': git history
+_SCORE_LINE = re.compile(r"([\w:]+): MR ([\d.]+ \((\d+)/(\d+)\)), FAR ([\d.]+ \((\d+)/(\d+)\))")
+
+
+def _read_record(key: Path) -> dict:
+    """One recorded read of one subset as its files give it: MR and FAR on its pairs (score.txt's `pairs` line
+    in a round with contrast controls, else `all`), FAR per control kind, the answers marked broken, and what
+    was read (pairs shown with both twins, single twins, controls) from its key."""
+    stem = key.name.replace(".key.json", "")
+    score = key.with_name(f"{stem}.score.txt").read_text().splitlines()
+    lines = {m[1]: m for m in map(_SCORE_LINE.fullmatch, score) if m}
+    pairs = lines.get("pairs") or lines["all"]
+    answers = [json.loads(ln) for ln in key.with_name(f"{stem}.answers.jsonl").open() if ln.strip()]
+    entries = list(json.loads(key.read_text()).values())
+    twins = collections.Counter(e["pair_id"] for e in entries if not e.get("control"))
+    controls = {g.split(":", 1)[1]: (int(m[6]), int(m[7])) for g, m in lines.items() if g.startswith("control:")}
+    return {"mr": pairs[2], "far": pairs[5], "missed": int(pairs[3]), "misbehavior": int(pairs[4]),
+            "false_alarms": int(pairs[6]), "benign": int(pairs[7]), "items": len(entries), "controls": controls,
+            "broken": sum(bool(a.get("broken")) for a in answers),
+            "pairs": sum(n == 2 for n in twins.values()), "singles": sum(n == 1 for n in twins.values())}
+
+
+def _verdict_record(path: Path) -> dict:
+    """The same for the first read (seed 23, before `score` existed): one line per item with its label and the
+    reader's verdict; its summary.json says the same."""
+    items = [json.loads(ln) for ln in path.open()]
+    missed = sum(r["label"] == 1 and not r["verdict"] for r in items)
+    false_alarms = sum(r["label"] == 0 and bool(r["verdict"]) for r in items)
+    misbehavior = sum(r["label"] == 1 for r in items)
+    twins = collections.Counter(r["pair_id"] for r in items)
+    summary = json.loads(path.with_name("summary.json").read_text())["subsets"][path.stem]
+    assert (summary["missed"], summary["false_alarms"], summary["items"]) == (missed, false_alarms, len(items))
+    return {"mr": _rate(missed, misbehavior), "far": _rate(false_alarms, len(items) - misbehavior), "missed": missed,
+            "misbehavior": misbehavior, "false_alarms": false_alarms, "benign": len(items) - misbehavior,
+            "items": len(items), "controls": {}, "broken": sum(bool(r["broken"]) for r in items),
+            "pairs": sum(n == 2 for n in twins.values()), "singles": sum(n == 1 for n in twins.values())}
+
+
+def _release_reads() -> list[tuple[str, str, dict]]:
+    """(folder, subset, record) of every read of docs/results/blind-read-1.0."""
+    reads = [(k.parent.name, k.name.split(".")[0], _read_record(k)) for k in BLIND_READS.glob("*/*.key.json")]
+    reads += [(p.parent.name, p.stem, _verdict_record(p))
+              for s in BLIND_READS.glob("*/summary.json") for p in s.parent.glob("*.jsonl")]
+    return sorted(reads, key=lambda r: r[:2])
+
+
+def _rate(k: int, n: int) -> str:
+    return f"{k / max(1, n):.2f} ({k}/{n})"  # as scripts/blind_read.py score prints it
+
+
+def _controls_cell(cell: str) -> dict[str, str]:
+    return {} if cell == "none" else dict(part.split(" ", 1) for part in cell.split(", "))
+
+
+def test_the_blind_read_index_quotes_its_records():
+    """docs/results/blind-read-1.0/README.md's index: one row per (read, subset) recorded there, each cell as
+    that read's score.txt, answers and key give it."""
+    rows = _rows((BLIND_READS / "README.md").read_text(), "| folder | seed |")
+    reads = {(folder, subset): r for folder, subset, r in _release_reads()}
+    assert len(reads) >= 10 and sorted((r[0], r[3]) for r in rows) == sorted(reads)
+    for folder, _, _, subset, read, mr, far, controls, broken, _, _ in rows:
+        r = reads[folder, subset]
+        assert read.endswith(f"({r['items']} items)"), (folder, subset)
+        shown = f"{r['pairs']} pairs, both twins" if r["pairs"] else f"one twin of {r['singles']} pairs"
+        assert read.startswith(shown), (folder, subset)
+        assert (mr, far, int(broken)) == (r["mr"], r["far"], r["broken"]), (folder, subset)
+        assert _controls_cell(controls) == {kind: _rate(*c) for kind, c in r["controls"].items()}, (folder, subset)
+
+
+def test_the_blind_read_table_quotes_the_release_reads():
+    """docs/data.md's "Read blind" table: per subset, the release's reads (docs/results/blind-read-1.0) pooled,
+    each figure summed from the reads' records."""
+    rows = _rows((REPO / "docs/data.md").read_text(), "| subset | reads | pairs read (both twins)")
+    by_subset = collections.defaultdict(list)
+    for _, subset, record in _release_reads():
+        by_subset[subset].append(record)
+    assert {r[0] for r in rows} == set(by_subset)
+    for sub, reads, pairs, singles, mr, far, controls, broken in rows:
+        rs = by_subset[sub]
+        total = lambda field: sum(r[field] for r in rs)  # noqa: E731
+        assert (int(reads), int(pairs), int(singles)) == (len(rs), total("pairs"), total("singles")), sub
+        assert mr == _rate(total("missed"), total("misbehavior")), sub
+        assert far == _rate(total("false_alarms"), total("benign")), sub
+        kinds = sorted({kind for r in rs for kind in r["controls"]})
+        pooled = {kind: _rate(sum(r["controls"].get(kind, (0, 0))[0] for r in rs),
+                              sum(r["controls"].get(kind, (0, 0))[1] for r in rs)) for kind in kinds}
+        assert _controls_cell(controls) == pooled, sub
+        assert int(broken) == total("broken"), sub
 
 
 DOCS = ["README.md", "bench/README.md", "slurm/README.md", *sorted(p.relative_to(REPO).as_posix()
@@ -175,11 +253,12 @@ def _blind_read() -> dict:
     return runpy.run_path(str(REPO / "scripts/blind_read.py"))  # its functions, loaded once
 
 
-_READS = sorted(k for k in (REPO / "docs/results").glob("blind-read-*/*.key.json")
+_READS = sorted(k for k in (REPO / "docs/results").glob("blind-read-*/**/*.key.json")
                 if k.with_name(k.name.replace(".key.json", ".score.txt")).is_file())
+_READ_ID = lambda k: str(k.relative_to(REPO / "docs/results")).removesuffix(".key.json")  # noqa: E731
 
 
-@pytest.mark.parametrize("key", _READS, ids=lambda k: f"{k.parent.name}/{k.name.split('.')[0]}")
+@pytest.mark.parametrize("key", _READS, ids=_READ_ID)
 def test_a_recorded_blind_read_scores_as_its_answers_say(key):
     """Each recorded read's <subset>.score.txt is what `scripts/blind_read.py score` prints from its key
     and answers (the numbers docs/data.md and the reads' READMEs quote come from these files)."""

@@ -16,7 +16,7 @@ from automon.data.safety_annotate import keyed_lines
 from automon.data.verdicts import AnnotationError, annotations_dir, verdicts_path
 
 # Two annotators who agree can still both be lenient: read one reply at a time, a careful monitor called
-# 4 of 27 benign safety_qa test replies of safety_v1 misbehavior (docs/results/blind-read-v5-singles-seed113).
+# 4 of 27 benign safety_qa test replies of safety_v1 misbehavior (blind-read-v5-singles-seed113: git history).
 # `safety-screen` makes a new annotation from an earlier one and a third reading of its kept pairs' test
 # replies, each shown alone (blind_read's format): a kept pair one of whose twins the screen reads
 # against its label, or marks broken, is rejected; nothing else changes.
