@@ -66,6 +66,8 @@ def main() -> int:
                     help="a sweep: the base model and N random adapters (one subset each), as a matrix")
     ap.add_argument("--workdir", help="where the 8 GB random model is written (default: a temp dir)")
     ap.add_argument("--out", help="result JSON path (default bench/results/bench_eval_gpu-<gpu>-<UTC time>.json)")
+    ap.add_argument("--check-args", action="store_true",
+                    help="check the arguments and exit 0: no torch, no GPU, nothing written")
     args = ap.parse_args()
     # checked before the 8 GB model is written
     if args.adapter and args.adapters:
@@ -74,6 +76,9 @@ def main() -> int:
 
     if args.adapters > len(SUBSETS):
         ap.error(f"--adapters: at most {len(SUBSETS)} (one per subset)")
+    if args.check_args:
+        print("bench_eval_gpu: arguments ok; nothing run", file=sys.stderr)
+        return 0
 
     import torch
 

@@ -9,8 +9,9 @@ The examples are exactly what train/sft.py trains on: the build's training split
 prompt and tokenised by automon.training.data.ExampleBuilder (the Qwen3 tokenizer of model=tiny, the real
 vocabulary; responses shortened in the middle to max_seq_length). Then, without running a model:
 
-- packed (train.packing=true, the default): the packs train/sft.py would make
-  (automon.training.packing.plan_packs, budget train.tokens_per_step = max_seq_length unless given);
+- packed (train.packing=true, the default): the packs train/sft.py would make on a GPU
+  (automon.training.packing.plan_packs, budget train.tokens_per_step = max_seq_length unless given: the
+  CUDA default; on CPU it is 4,096);
 - unpacked (train.packing=false, the training before packing): the micro-batches of `batch_size`
   examples in the trainer's own order (the seeded length-grouped sampler), each padded to its longest.
 

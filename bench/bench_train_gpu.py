@@ -6,6 +6,9 @@ Usage:
     python bench/bench_train_gpu.py --model qwen3_8b                 # Qwen3-8B shapes instead of 4B
     python bench/bench_train_gpu.py --tiny --allow-cpu               # plumbing check on CPU (numbers meaningless)
     python bench/bench_train_gpu.py --corpus                         # the real corpus's lengths, packed vs unpacked
+    python bench/bench_train_gpu.py --corpus --layouts packed --tokens-per-step 16k,32k,64k,128k --grad-ckpt off,on
+    python bench/bench_train_gpu.py --corpus --trainers peft --attn flex_attention,sdpa --liger on,off
+    python bench/bench_train_gpu.py --corpus ... --check-args        # the cells it would run; no torch, no GPU
 
 `--corpus [RECORD]` trains on the corpus's own length distribution instead of fixed-length samples: the
 exact histogram that bench/bench_train.py recorded from the local build (default
@@ -17,6 +20,15 @@ examples' tokens; padding is not counted), MFU with the FLOPs of each example at
 (4N + 6*L*d_attn*len per token: packed examples do not attend to each other), peak memory, and the epoch
 time of subset=all (the record's useful tokens / tokens/s). Results go to
 bench/results/train_gpu_corpus_<model>_<gpu>.json.
+
+The training options are swept as lists, each value the config key's: `--tokens-per-step` (train.tokens_per_step,
+packed cells; 16k = 16,384), `--grad-ckpt` on/off/auto (trainer.gradient_checkpointing), and for the peft trainer
+`--attn` (trainer.attn_implementation: flex_attention / flash_attention_2 pack without a dense mask) and `--liger`
+on/off (trainer.liger). Cells are their product, in the order: trainer, layout, budget, attention, Liger,
+checkpointing (Unsloth picks its own attention and kernels: its cells take neither). `--deadline-s` stops starting
+cells that would end after it (they are recorded as skipped) and caps each cell's timeout; the record is written
+after every cell, so a stopped sweep keeps what it measured. `--check-args` checks the arguments and prints the
+cells, and exits without importing torch.
 
 Each (trainer, length) cell runs in a fresh process through automon's own trainer plug-ins
 (automon.training.trainers: the same model loading, LoRA config, loss and trainer class as
@@ -47,8 +59,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from automon.config.train import ATTN_IMPLEMENTATIONS, token_budget
+
 REPO = Path(__file__).resolve().parents[1]
-H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, H100 SXM spec
+H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, H100 SXM spec (the H200's is the same)
 
 # Published architectures (huggingface.co/Qwen/Qwen3-4B and Qwen3-8B config.json).
 ARCH = {
@@ -197,9 +211,13 @@ def corpus_lengths(record: Path, n: int, seed: int, max_len: int) -> list[int]:
     return [min(x, max_len) for x in random.Random(seed).choices(lengths, weights=weights, k=n)]
 
 
+GRAD_CKPT = {"on": True, "off": False, "auto": "auto"}
+
+
 def corpus_worker(trainer_name: str, packed: bool, model_dir: str, warmup: int, steps: int, lora_r: int,
-                  grad_ckpt: bool, record: str, tokens_per_step: int, max_len: int, seed: int = 0) -> dict:
-    from automon.training.trainers import get_trainer
+                  grad_ckpt: bool | str, record: str, tokens_per_step: int, max_len: int, seed: int = 0,
+                  attn: str = "sdpa", liger: bool = False) -> dict:
+    from automon.training.trainers import check_kernel_options, get_trainer
 
     plugin = get_trainer(trainer_name)
     plugin.prepare()
@@ -219,6 +237,8 @@ def corpus_worker(trainer_name: str, packed: bool, model_dir: str, warmup: int, 
                             max_position_embeddings=40960)
     cfg.trainer.name = trainer_name
     cfg.trainer.gradient_checkpointing = grad_ckpt
+    cfg.trainer.attn_implementation, cfg.trainer.liger = attn, liger
+    check_kernel_options(cfg, trainer_name, on_cuda)   # what train/sft.py refuses, this cell refuses alike
     cfg.train.lora.r = cfg.train.lora.alpha = lora_r
     cfg.train.max_seq_length = max_len
     cfg.train.packing, cfg.train.tokens_per_step = packed, tokens_per_step
@@ -259,8 +279,9 @@ def corpus_worker(trainer_name: str, packed: bool, model_dir: str, warmup: int, 
             times.append(time.perf_counter() - self.t)
 
     with tempfile.TemporaryDirectory() as d:
-        args = make_sft_args(cfg, Path(d), on_cuda, report_to=[])
+        args = make_sft_args(cfg, Path(d), on_cuda, report_to=[], trainer=trainer_name)
         args.save_strategy = "no"
+        checkpointing = bool(args.gradient_checkpointing)   # auto resolved (Unsloth's plug-in clears the flag)
         trainer = plugin.build(cfg, model_dir, tok, ds, args, [StepTimer()], max_len)
         trainer.data_collator = recording(trainer.data_collator)
         model = trainer.model
@@ -286,8 +307,9 @@ def corpus_worker(trainer_name: str, packed: bool, model_dir: str, warmup: int, 
            "timed_steps": len(times[warmup:]), "step_time_s_mean": t / max(len(times[warmup:]), 1),
            "timed_micro_batches": len(timed), "timed_examples": sum(len(m) for m in timed),
            "useful_tokens": useful, "computed_tokens": computed, "useful_tokens_per_s": useful / t,
-           "model_flops": flops, "n_non_embedding": n_non_emb, "gradient_checkpointing": grad_ckpt,
-           "lora_r": lora_r, "wall_s_with_packing_and_setup": round(wall, 1)}
+           "model_flops": flops, "n_non_embedding": n_non_emb, "gradient_checkpointing": checkpointing,
+           "gradient_checkpointing_asked": {True: "on", False: "off"}.get(grad_ckpt, grad_ckpt), "attn_implementation": attn if trainer_name == "peft" else None,
+           "liger": liger, "lora_r": lora_r, "wall_s_with_packing_and_setup": round(wall, 1)}
     if on_cuda:
         rec["peak_mem_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
         rec["peak_mem_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
@@ -297,51 +319,120 @@ def corpus_worker(trainer_name: str, packed: bool, model_dir: str, warmup: int, 
     return rec
 
 
-def run_corpus(args, model_dir: Path, model: str, trainers: list[str], cuda: bool) -> int:
+def corpus_cells(args, trainers: list[str], budgets: list[int]) -> list[dict]:
+    """The --corpus sweep's cells in the order they run: trainer, layout, budget (packed), attention, Liger,
+    checkpointing; the peft trainer's attention and Liger values only for peft."""
+    cells = []
+    for trainer in trainers:
+        for mode in args.layouts:
+            for budget in (budgets if mode == "packed" else [None]):
+                for attn in (args.attn if trainer == "peft" else [None]):
+                    for liger in (args.liger if trainer == "peft" else ["off"]):
+                        for gc in args.grad_ckpt:
+                            cell = {"trainer": trainer, "mode": mode, "tokens_per_step": budget,
+                                    "grad_ckpt": gc, "attn_implementation": attn, "liger": liger}
+                            if cell not in cells:
+                                cells.append(cell)
+    return cells
+
+
+def _variant(c: dict) -> str:
+    parts = [c["mode"] + (f" {c['tokens_per_step']}" if c["tokens_per_step"] else ""), f"gc={c['grad_ckpt']}"]
+    if c["attn_implementation"]:
+        parts += [f"attn={c['attn_implementation']}", f"liger={c['liger']}"]
+    return ", ".join(parts)
+
+
+def _budgets(args, max_len: int) -> list[int]:
+    return args.tokens_per_step or [max_len]
+
+
+def run_corpus(args, model_dir: Path, model: str, trainers: list[str], cuda: bool, t_start: float) -> int:
     record = Path(args.corpus)  # main checked that it exists
     corpus = json.loads(record.read_text())
     epoch_tokens = corpus.get("epoch_useful_tokens") or corpus["packed"]["useful_tokens"]
     max_len = args.max_len or corpus.get("max_seq_length", 32768)
-    budget = args.tokens_per_step or max_len
-    results = []
-    for trainer in trainers:
-        for packed in (True, False):
-            mode = "packed" if packed else "unpacked"
-            cmd = [args.python, __file__, "--corpus-worker", trainer, mode, "--corpus", str(record),
-                   "--model-dir", str(model_dir), "--warmup", str(args.warmup), "--steps", str(args.steps),
-                   "--lora-r", str(args.lora_r), "--tokens-per-step", str(budget), "--max-len", str(max_len)]
-            if args.no_grad_ckpt:
-                cmd.append("--no-grad-ckpt")
-            print(f"[{trainer} {mode}] ...", file=sys.stderr, flush=True)
-            rec = _run_cell(cmd, {"trainer": trainer, "mode": mode}, args.timeout)
-            if rec["status"] == "ok":
-                rec["epoch_hours_subset_all"] = epoch_tokens / rec["useful_tokens_per_s"] / 3600
-            results.append(rec)
-            print(f"[{trainer} {mode}] {_corpus_line(rec)}", file=sys.stderr)
-    for trainer in trainers:
-        cells = {r["mode"]: r for r in results if r["trainer"] == trainer and r["status"] == "ok"}
-        if len(cells) == 2:
-            cells["packed"]["speedup_over_unpacked"] = (cells["packed"]["useful_tokens_per_s"]
-                                                        / cells["unpacked"]["useful_tokens_per_s"])
+    budgets = _budgets(args, max_len)
+    cells = corpus_cells(args, trainers, budgets)
+    deadline = t_start + args.deadline_s if args.deadline_s else None
     gpu = gpu_name()
+    slug = (gpu or "cpu").lower().replace(" ", "_").replace("/", "_")
+    out = Path(args.out) if args.out else REPO / "bench" / "results" / f"train_gpu_corpus_{model}_{slug}.json"
     report = {"benchmark": "train_gpu_corpus", "model": model, "random_init": True, "gpu": gpu,
               "host": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus",
               "corpus_record": str(record.relative_to(REPO) if record.is_relative_to(REPO) else record),
               "corpus_build_manifest_sha256": corpus["build"]["manifest_sha256"],
-              "epoch_useful_tokens_subset_all": epoch_tokens, "max_seq_length": max_len, "tokens_per_step": budget,
+              "epoch_useful_tokens_subset_all": epoch_tokens, "max_seq_length": max_len,
+              "tokens_per_step": budgets[0] if len(budgets) == 1 else budgets,
               "peak_flops_for_mfu": H100_BF16_PEAK,
               "flops_formula": "sum over examples of len * (4N + 3*2*L*d_attn*len): each example at its own length",
               "answer_tokens_with_loss": ANSWER_TOKENS, "warmup": args.warmup, "steps": args.steps,
-              "versions": versions(), "results": results, "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    slug = (gpu or "cpu").lower().replace(" ", "_").replace("/", "_")
-    out = Path(args.out) if args.out else REPO / "bench" / "results" / f"train_gpu_corpus_{model}_{slug}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+              "sweep": {"layouts": args.layouts, "tokens_per_step": budgets, "grad_ckpt": args.grad_ckpt,
+                        "attn": args.attn, "liger": args.liger, "deadline_s": args.deadline_s},
+              "versions": versions(), "results": [], "complete": False, "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    results = report["results"]
+    last_wall = None
+    for cell in cells:
+        what = {k: cell[k] for k in ("trainer", "mode", "tokens_per_step", "attn_implementation", "liger")}
+        what["gradient_checkpointing_asked"] = cell["grad_ckpt"]
+        left = deadline - time.perf_counter() if deadline else None
+        if left is not None and left < (last_wall or 30.0):   # it would not end before the deadline
+            rec = {**what, "status": "skipped", "error": f"--deadline-s {args.deadline_s:g}: {max(left, 0):.0f} s left"}
+            results.append(rec)
+            print(f"[{cell['trainer']} {_variant(cell)}] skipped (deadline)", file=sys.stderr, flush=True)
+            _write(out, report)
+            continue
+        cmd = [args.python, __file__, "--corpus-worker", cell["trainer"], cell["mode"], "--corpus", str(record),
+               "--model-dir", str(model_dir), "--warmup", str(args.warmup), "--steps", str(args.steps),
+               "--lora-r", str(args.lora_r), "--tokens-per-step", str(cell["tokens_per_step"] or budgets[0]),
+               "--max-len", str(max_len), "--grad-ckpt", cell["grad_ckpt"]]
+        if cell["attn_implementation"]:
+            cmd += ["--attn", cell["attn_implementation"], "--liger", cell["liger"]]
+        print(f"[{cell['trainer']} {_variant(cell)}] ...", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        rec = _run_cell(cmd, what, int(min(args.timeout, left)) if left is not None else args.timeout)
+        last_wall = time.perf_counter() - t
+        rec["cell_wall_s"] = round(last_wall, 1)
+        if rec["status"] == "ok":
+            rec["epoch_hours_subset_all"] = epoch_tokens / rec["useful_tokens_per_s"] / 3600
+        results.append(rec)
+        _speedups(results)
+        _write(out, report)
+        print(f"[{cell['trainer']} {_variant(cell)}] {_corpus_line(rec)}", file=sys.stderr)
+    report["complete"] = True
+    _write(out, report)
     print(f"wrote {out}", file=sys.stderr)
-    print(f"{'trainer':8} {'mode':9} {'tok/s':>9} {'MFU':>6} {'peak GiB':>9} {'epoch h':>8} {'speed-up':>8}")
+    print(f"{'trainer':8} {'mode':9} {'tokens':>7} {'gc':>4} {'attn':>17} {'liger':>5} {'tok/s':>9} {'MFU':>6} "
+          f"{'peak GiB':>9} {'epoch h':>8} {'speed-up':>8}")
     for r in results:
-        print(f"{r['trainer']:8} {r['mode']:9} " + (_corpus_line(r, table=True) if r["status"] == "ok" else r["status"]))
-    return 0 if all(r["status"] in ("ok", "oom") for r in results) else 1
+        head = (f"{r['trainer']:8} {r['mode']:9} {r.get('tokens_per_step') or '-':>7} "
+                f"{_gc(r):>4} {r.get('attn_implementation') or '-':>17} {r.get('liger') or '-':>5} ")
+        print(head + (_corpus_line(r, table=True) if r["status"] == "ok" else r["status"]))
+    return 0 if all(r["status"] in ("ok", "oom", "skipped") for r in results) else 1
+
+
+def _gc(r: dict) -> str:
+    if r.get("status") == "ok":
+        return "on" if r["gradient_checkpointing"] else "off"
+    return str(r.get("gradient_checkpointing_asked", "-"))
+
+
+def _speedups(results: list[dict]) -> None:
+    """Each packed cell's useful tokens/s over its trainer's unpacked cell with the same kernels, when measured."""
+    key = lambda r: (r["trainer"], r.get("gradient_checkpointing_asked"), r.get("attn_implementation"),  # noqa: E731
+                     r.get("liger"))
+    unpacked = {key(r): r for r in results if r["mode"] == "unpacked" and r["status"] == "ok"}
+    for r in results:
+        if r["mode"] == "packed" and r["status"] == "ok" and key(r) in unpacked:
+            r["speedup_over_unpacked"] = r["useful_tokens_per_s"] / unpacked[key(r)]["useful_tokens_per_s"]
+
+
+def _write(out: Path, report: dict) -> None:
+    """The record, whole, after every cell (a stopped sweep keeps what it measured)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, out)
 
 
 def _corpus_line(r: dict, table: bool = False) -> str:
@@ -379,6 +470,25 @@ def versions() -> dict:
     return {"code_version": code_version(), **library_versions()}
 
 
+def _budget_list(text: str) -> list[int]:
+    """16k,32k -> [16384, 32768], each checked as train.tokens_per_step is."""
+    try:
+        return [token_budget(x) for x in text.split(",") if x.strip()] or [token_budget("")]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("train.tokens_per_step=", "--tokens-per-step ")) from None
+
+
+def _choices(flag: str, valid) -> "callable":
+    def parse(text: str) -> list[str]:
+        values = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in values if x not in valid]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"--{flag}: {', '.join(bad) or 'nothing'} is not one of "
+                                             f"{', '.join(valid)} (a comma-separated list)")
+        return list(dict.fromkeys(values))
+    return parse
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trainers", default="unsloth,peft")
@@ -397,14 +507,51 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     ap.add_argument("--corpus", nargs="?", const=str(DEFAULT_CORPUS), default=None, metavar="RECORD",
                     help="train on the corpus's lengths (bench/bench_train.py's record), packed vs unpacked")
-    ap.add_argument("--tokens-per-step", type=int, default=None,
-                    help="--corpus: pack budget (default: the record's max_seq_length)")
+    ap.add_argument("--tokens-per-step", type=_budget_list, default=None, metavar="LIST",
+                    help="--corpus: pack budgets, e.g. 16k,32k,64k,128k (train.tokens_per_step; default: the "
+                         "record's max_seq_length)")
+    ap.add_argument("--grad-ckpt", type=_choices("grad-ckpt", GRAD_CKPT), default=None, metavar="LIST",
+                    help="--corpus: gradient checkpointing, any of on,off,auto (trainer.gradient_checkpointing; "
+                         "default on, off with --no-grad-ckpt)")
+    ap.add_argument("--attn", type=_choices("attn", ATTN_IMPLEMENTATIONS), default=["sdpa"], metavar="LIST",
+                    help=f"--corpus, peft cells: attention, any of {','.join(ATTN_IMPLEMENTATIONS)} "
+                         "(trainer.attn_implementation; default sdpa)")
+    ap.add_argument("--liger", type=_choices("liger", ("off", "on")), default=["off"], metavar="LIST",
+                    help="--corpus, peft cells: Liger kernels, any of off,on (trainer.liger; default off)")
+    ap.add_argument("--layouts", type=_choices("layouts", ("packed", "unpacked")), default=["packed", "unpacked"],
+                    metavar="LIST", help="--corpus: packed, unpacked or both (default both)")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="--corpus: start no cell that would end more than this many seconds after the start")
+    ap.add_argument("--check-args", action="store_true",
+                    help="check the arguments, print the cells (--corpus) and exit 0: no torch, no GPU, nothing written")
     ap.add_argument("--max-len", type=int, default=None, help="--corpus: max_seq_length (default: the record's)")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter each cell runs in, a fresh process per cell (default: this one)")
     ap.add_argument("--worker", nargs=2, metavar=("TRAINER", "SEQ_LEN"), help=argparse.SUPPRESS)
     ap.add_argument("--corpus-worker", nargs=2, metavar=("TRAINER", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    t_start = time.perf_counter()
+    if args.grad_ckpt is None:
+        args.grad_ckpt = ["off" if args.no_grad_ckpt else "on"]
+    if not args.corpus and len(args.grad_ckpt) > 1:
+        ap.error("--grad-ckpt: the fixed-length mode takes one value (lists are --corpus sweeps)")
+    if args.corpus_worker and (len(args.grad_ckpt) > 1 or len(args.tokens_per_step or []) > 1
+                               or len(args.attn) > 1 or len(args.liger) > 1):
+        ap.error("--corpus-worker runs one cell: one value each")
+    if args.check_args:
+        trainers = [t for t in args.trainers.split(",") if t]
+        bad = [t for t in trainers if t not in ("unsloth", "peft")]
+        if bad:
+            ap.error(f"--trainers: unknown {', '.join(bad)} (unsloth, peft)")
+        if args.corpus:
+            if not Path(args.corpus).is_file():
+                ap.error(f"--corpus: {args.corpus} is missing: run python bench/bench_train.py first")
+            max_len = args.max_len or json.loads(Path(args.corpus).read_text()).get("max_seq_length", 32768)
+            for c in corpus_cells(args, trainers, _budgets(args, max_len)):
+                print(json.dumps(c))
+        print(f"bench_train_gpu: arguments ok ({'--corpus' if args.corpus else 'fixed lengths'}); nothing run",
+              file=sys.stderr)
+        return 0
     if args.corpus and not args.corpus_worker and not Path(args.corpus).exists():
         # before torch and the random model (minutes for a 4B one on a GPU node)
         print(f"bench_train_gpu --corpus: {args.corpus} is missing: run python bench/bench_train.py first (it "
@@ -415,13 +562,14 @@ def main() -> int:
 
     if args.corpus_worker:
         rec = corpus_worker(args.corpus_worker[0], args.corpus_worker[1] == "packed", args.model_dir, args.warmup,
-                            args.steps, args.lora_r, not args.no_grad_ckpt, args.corpus, args.tokens_per_step,
-                            args.max_len)
+                            args.steps, args.lora_r, GRAD_CKPT[args.grad_ckpt[0]], args.corpus,
+                            (args.tokens_per_step or [None])[0], args.max_len, attn=args.attn[0],
+                            liger=args.liger[0] == "on")
         print("BENCH_RESULT " + json.dumps(rec), flush=True)
         return 0
     if args.worker:
         rec = worker(args.worker[0], int(args.worker[1]), args.model_dir, args.warmup, args.steps, args.lora_r,
-                     not args.no_grad_ckpt, args.batch_size)
+                     GRAD_CKPT[args.grad_ckpt[0]], args.batch_size)
         print("BENCH_RESULT " + json.dumps(rec), flush=True)
         return 0
 
@@ -443,16 +591,14 @@ def main() -> int:
     make_model_dir(model, model_dir)
     print(f"model {model} at {model_dir} ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
     if args.corpus:
-        return run_corpus(args, model_dir, model, trainers, cuda)
+        return run_corpus(args, model_dir, model, trainers, cuda, t_start)
 
     results = []
     for trainer in trainers:
         for L in lengths:
             cmd = [args.python, __file__, "--worker", trainer, str(L), "--model-dir", str(model_dir),
                    "--warmup", str(args.warmup), "--steps", str(args.steps), "--lora-r", str(args.lora_r),
-                   "--batch-size", str(args.batch_size)]
-            if args.no_grad_ckpt:
-                cmd.append("--no-grad-ckpt")
+                   "--batch-size", str(args.batch_size), "--grad-ckpt", args.grad_ckpt[0]]
             print(f"[{trainer} {L}] ...", file=sys.stderr, flush=True)
             rec = _run_cell(cmd, {"trainer": trainer, "seq_len": L}, args.timeout)
             results.append(rec)

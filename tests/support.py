@@ -407,3 +407,18 @@ def markdown_table(md: str, header_start: str, strip: str = "") -> list[list[str
             break
         rows.append([c.strip().strip(strip) if strip else c.strip() for c in ln.strip("|").split("|")])
     return rows
+
+
+def synthetic_corpus_record(path: Path, max_seq_length: int = 512) -> Path:
+    """A bench corpus record (bench/bench_train.py --record's shape) of 400 lognormal lengths, seed 0: what
+    bench_train_gpu.py --corpus reads, without a build."""
+    import json
+    import random
+    from collections import Counter
+
+    rng = random.Random(0)
+    lengths = [int(min(300, 40 + rng.lognormvariate(4.2, 0.5))) for _ in range(400)]
+    path.write_text(json.dumps({"length_histogram": {str(k): v for k, v in sorted(Counter(lengths).items())},
+                                "packed": {"useful_tokens": sum(lengths)}, "build": {"manifest_sha256": "x"},
+                                "max_seq_length": max_seq_length}))
+    return path

@@ -70,6 +70,40 @@ def test_gpu_corpus_figures_quote_the_bench_records():
         assert speedup == (f"{r['speedup_over_unpacked']:.2f}x" if layout == "packed" else "")
 
 
+def _cpu_run_cells(run: dict) -> dict[str, str]:
+    """A bench_train_cpu.py run as bench/README.md's tables quote it."""
+    return {"tokens per step": f"{run['packing']['tokens_per_step']:,}", "wall": f"{run['wall_s']:.1f} s",
+            "tokens/s": f"{run['tokens_per_s']:,.0f}", "peak RSS": f"{run['peak_rss_gib']:.2f} GiB",
+            "CPU time": f"{run['cpu_s']:.1f} s", "start-up": f"{run['startup_s']:.1f} s",
+            "load before / after": f"{run['load_before'][0]:.2f} / {run['load_after'][0]:.2f}",
+            "steps (epochs)": f"{run['steps']} ({run['epochs']:.2f})",
+            "examples a step": f"{run['packing']['examples_per_pack']:.1f}",
+            "steady tokens/s": f"{run.get('steady_tokens_per_s', 0):,.0f}",
+            "projected 30 steps": f"{run.get('projected_wall_s', 0):,.1f} s"}
+
+
+@pytest.mark.parametrize("header, kind", [("| record (the command) |", "train_cpu_default"),
+                                          ("| record (the sweep) |", "train_cpu_sweep")])
+def test_cpu_training_figures_quote_the_bench_records(header, kind):
+    """bench/README.md's CPU training tables (the newcomer's command; the pack budgets its CPU default was chosen
+    from) are bench_train_cpu.py's records, cell for cell."""
+    text = (REPO / "bench/README.md").read_text()
+    lines = text.splitlines()
+    head = next(ln for ln in lines if ln.startswith(header))
+    columns = [c.strip() for c in head.strip("|").split("|")]
+    rows = _rows(text, header)
+    assert rows
+    for row in rows:
+        cells = dict(zip(columns, row))
+        rec = json.loads((REPO / "bench/results" / cells[columns[0]]).read_text())
+        assert rec["benchmark"] == kind, row
+        (run,) = [r for r in rec["runs"] if f"{r['packing']['tokens_per_step']:,}" == cells["tokens per step"]]
+        assert run["rc"] == 0
+        want = _cpu_run_cells(run)
+        for col in columns[1:]:
+            assert cells[col] == want[col], (cells[columns[0]], col)
+
+
 def test_counts_quote_the_recorded_build():
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | test (1 / 0)")
     c = MANIFEST_V9["counts"]

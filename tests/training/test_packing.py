@@ -136,7 +136,9 @@ def test_defaults_pack_with_one_micro_batch_per_step_and_unpacked_keeps_2_x_8(sm
     from automon.training.identity import resolve
 
     r = resolve(_cfg(f"data.dir={small_build}"))
-    assert r.cfg.train.packing and r.cfg.train.tokens_per_step is None and r.resolved["train"]["grad_accum"] == 1
+    assert r.cfg.train.packing and r.resolved["train"]["grad_accum"] == 1
+    # null budget: the device's default, recorded as the number trained with (CPU here: 4096 of 32k)
+    assert r.cfg.train.tokens_per_step == r.resolved["train"]["tokens_per_step"] == 4096
     r = resolve(_cfg(f"data.dir={small_build}", "train.packing=false"))
     assert (r.cfg.train.batch_size, r.resolved["train"]["grad_accum"]) == (2, 8)
     r = resolve(_cfg(f"data.dir={small_build}", "train.grad_accum=4"))

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
-from collections import Counter
 
 import pytest
-from support import REPO, has_cuda, run_script, warm_launcher
+from support import REPO, has_cuda, run_script, synthetic_corpus_record, warm_launcher
 
 
 def test_corpus_report_on_a_build(small_build, tmp_path):
@@ -34,12 +32,7 @@ def test_corpus_report_on_a_build(small_build, tmp_path):
 
 @pytest.mark.slow  # two training cells, each in its own process
 def test_gpu_corpus_mode_plumbing_on_cpu(tmp_path, tiny_model_path):
-    rng = random.Random(0)
-    lengths = [int(min(300, 40 + rng.lognormvariate(4.2, 0.5))) for _ in range(400)]
-    record = tmp_path / "corpus.json"
-    record.write_text(json.dumps({"length_histogram": {str(k): v for k, v in sorted(Counter(lengths).items())},
-                                  "packed": {"useful_tokens": sum(lengths)}, "build": {"manifest_sha256": "x"},
-                                  "max_seq_length": 512}))
+    record = synthetic_corpus_record(tmp_path / "corpus.json")
     out = tmp_path / "gpu.json"
     r = run_script(REPO / "bench" / "bench_train_gpu.py", "--corpus", str(record), "--tiny", "--allow-cpu",
                    "--trainers", "peft", "--warmup", "1", "--steps", "1", "--tokens-per-step", "512",

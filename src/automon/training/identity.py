@@ -17,11 +17,14 @@ from omegaconf import OmegaConf
 
 import automon.training.rundir as rd
 from automon.config.checks import common_problem, wandb_problem
-from automon.config.train import LORA_TARGETS, LR_SCHEDULERS, LoraSection, SFTConfig, TrainSection
+from automon.config.train import (ATTN_IMPLEMENTATIONS, LORA_TARGETS, LR_SCHEDULERS, LoraSection, SFTConfig,
+                                  TrainSection, checkpointing_choice, token_budget)
 from automon.data.io import Build, load_build
 from automon.prompts import PROMPT_NAMES
 from automon.stage_status import Status, flatten
-from automon.training.errors import TrainConfigError
+from automon.training.errors import TrainConfigError, TrainError
+from automon.training.sft_args import default_tokens_per_step
+from automon.training import trainers
 from automon.training.trainers import TRAINERS
 
 WANDB_MODES = ("offline", "online", "disabled")
@@ -49,9 +52,6 @@ def validate(c: SFTConfig) -> None:
         (t.lr > 0, f"train.lr must be > 0, got {t.lr}"),
         (t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}"),
         (t.grad_accum is None or t.grad_accum >= 1, f"train.grad_accum must be >= 1 (or null), got {t.grad_accum}"),
-        (t.tokens_per_step is None or t.tokens_per_step >= 256,
-         f"train.tokens_per_step={t.tokens_per_step} is out of range (train.tokens_per_step); use null "
-         "(= train.max_seq_length) or a token budget >= 256 per packed micro-batch"),
         (t.max_steps == -1 or t.max_steps >= 1,
          f"train.max_steps={t.max_steps} is out of range (train.max_steps); use -1 (train for train.epochs) "
          "or a number of optimizer steps >= 1"),
@@ -66,6 +66,9 @@ def validate(c: SFTConfig) -> None:
                           f"automon trains (train.lora.targets); use some of: {', '.join(LORA_TARGETS)}"),
         (bool(c.trainer.attn_implementation.strip()),
          "trainer.attn_implementation= is empty (trainer.attn_implementation); use e.g. sdpa (the default) or eager"),
+        (c.trainer.attn_implementation in ATTN_IMPLEMENTATIONS,
+         f"trainer.attn_implementation={c.trainer.attn_implementation!r} is not a valid value "
+         f"(trainer.attn_implementation); use one of: {', '.join(ATTN_IMPLEMENTATIONS)}"),
         (t.seed >= 0, f"train.seed={t.seed} is out of range (train.seed); use a value >= 0"),
         (t.lr_scheduler in LR_SCHEDULERS, f"train.lr_scheduler={t.lr_scheduler!r} is not a valid value "
                                           f"(train.lr_scheduler); use one of: {', '.join(LR_SCHEDULERS)}"),
@@ -92,6 +95,12 @@ def validate(c: SFTConfig) -> None:
     for ok, msg in checks:
         if not ok:
             raise TrainConfigError(msg)
+    for key, check, value in (("train.tokens_per_step", token_budget, t.tokens_per_step),
+                              ("trainer.gradient_checkpointing", checkpointing_choice, c.trainer.gradient_checkpointing)):
+        try:
+            check(value)
+        except ValueError as e:
+            raise TrainConfigError(str(e)) from None
     problem = common_problem(c) or wandb_problem(c.wandb)
     if problem:
         raise TrainConfigError(problem)
@@ -112,6 +121,7 @@ class ResolvedRun:
     label: str           # subset label: `safety_qa`, `all`, `a+b`
     run_dir: Path
     build: Build
+    tokens_per_step_asked: Any = None   # train.tokens_per_step as given (null: the device's default)
 
 
 def resolve(cfg: Any) -> ResolvedRun:
@@ -124,7 +134,34 @@ def resolve(cfg: Any) -> ResolvedRun:
     resolved["output_dir"] = str(run_dir)
     # null grad_accum depends on train.packing: record the number trained with (8 reproduces older runs)
     c.train.grad_accum = resolved["train"]["grad_accum"] = c.train.accumulation()
-    return ResolvedRun(c, resolved, subsets, label, run_dir, load_build(c.data.dir))
+    # the pack budget as the number trained with: 16k is 16384, and null the default of the device the run
+    # started on (a resumed run keeps its budget on any device; overwrite=true starts a new one here; unpacked
+    # runs have none)
+    budget = token_budget(c.train.tokens_per_step)
+    if c.train.packing and budget is None:
+        budget = default_tokens_per_step(max_seq_length(c), started_on_cuda(None if c.overwrite else run_dir))
+    asked, c.train.tokens_per_step = c.train.tokens_per_step, budget
+    resolved["train"]["tokens_per_step"] = budget
+    return ResolvedRun(c, resolved, subsets, label, run_dir, load_build(c.data.dir), asked)
+
+
+def max_seq_length(c: SFTConfig) -> int:
+    """train.max_seq_length clamped to the model's positions: the longest example, and the GPU's pack budget."""
+    return min(c.train.max_seq_length, c.model.max_position_embeddings)
+
+
+def started_on_cuda(run_dir: Path | None) -> bool:
+    """Whether the run in `run_dir` started on a CUDA GPU (run.json's started_on, or device for runs recorded
+    before it), else (no run there, or None) whether this process has one: what train.tokens_per_step=null
+    resolves by."""
+    try:
+        info = rd.read_run_info(run_dir) if run_dir is not None and rd.is_run_dir(run_dir) else None
+    except TrainError:
+        info = None
+    device = (info or {}).get("started_on") or (info or {}).get("device")
+    if isinstance(device, str) and device:
+        return device.startswith("cuda")
+    return trainers.cuda_available()
 
 
 # Keys added to the training config after runs were recorded without them, with the value that trains
@@ -134,7 +171,10 @@ ADDED_KEYS = {"train.packing": False, "train.tokens_per_step": None}
 
 
 def _as_recorded(r: ResolvedRun) -> dict:
-    """r.resolved without the ADDED_KEYS that the run dir's config.yaml lacks, where they have their old value."""
+    """r.resolved without the ADDED_KEYS that the run dir's config.yaml lacks, where they have their old value;
+    and with train.tokens_per_step null where the run recorded null, from before null was per device, and the
+    budget now is what null meant then (max_seq_length): the same packs. (A CPU run of that time packed
+    max_seq_length tokens a step, not the CPU default: another run.)"""
     try:
         old = flatten(OmegaConf.to_container(OmegaConf.load(r.run_dir / "config.yaml")))
     except Exception:  # noqa: BLE001 - absent or damaged: rundir.run_status says what is wrong with it
@@ -144,6 +184,10 @@ def _as_recorded(r: ResolvedRun) -> dict:
         section, name = key.split(".")
         if key not in old and name in cfg.get(section, {}) and cfg[section][name] == value:
             del cfg[section][name]
+    t = cfg.get("train", {})
+    if (old.get("train.tokens_per_step", "absent") is None and old.get("train.packing") is True
+            and t.get("packing") is True and t.get("tokens_per_step") == max_seq_length(r.cfg)):
+        t["tokens_per_step"] = None
     return cfg
 
 

@@ -31,7 +31,8 @@ from automon.training.data import ExampleBuilder, select_samples, supervised_tex
 from automon.training.errors import RunDirConflict, TrainConfigError, TrainError
 from automon.training.identity import resolve, run_status
 from automon.training.sft_args import make_sft_args
-from automon.training.trainers import Throughput, cuda_available, get_trainer, resolve_trainer_name
+from automon.training.trainers import (Throughput, check_kernel_options, cuda_available, describe_step, get_trainer,
+                                       resolve_trainer_name)
 from automon.versions import code_version, library_versions
 
 log = logging.getLogger("automon.training")
@@ -122,6 +123,8 @@ def run(cfg: Any) -> int:
                   "Pass overwrite=true to train again.", file=sys.stderr)
             return 0
         prev = rd.read_run_info(run_dir)
+    # the trainer and kernel keys where this machine cannot run them, before the run dir is touched
+    check_kernel_options(c, resolve_trainer_name(c.trainer.name), cuda_available())
     run_dir.mkdir(parents=True, exist_ok=True)
     with _run_lock(run_dir):
         if c.overwrite:
@@ -129,7 +132,7 @@ def run(cfg: Any) -> int:
         _claim(run_dir, resolved, subsets, label, build)
         with _log_to(run_dir / "train.log"):
             try:
-                return _train(c, resolved, subsets, label, run_dir, build, prev, t0)
+                return _train(c, resolved, subsets, label, run_dir, build, prev, t0, r.tokens_per_step_asked)
             except Exception as e:
                 if not disk_full(e):
                     raise
@@ -137,6 +140,16 @@ def run(cfg: Any) -> int:
                                  getattr(e, "filename", None) or str(run_dir),
                                  "free some space (or quota) there and rerun the same command: it resumes from "
                                  "the newest complete checkpoint") from e
+
+
+def _budget_source(asked, prev: dict | None, run_info: dict) -> str:
+    """Where the run's pack budget comes from, for the log."""
+    if asked is not None:
+        return f"train.tokens_per_step={asked}"
+    started = run_info["started_on"]
+    what = "the CPU default (CUDA's is max_seq_length)" if not started.startswith("cuda") else "max_seq_length, the CUDA default"
+    again = f", the device this run started on ({started})" if prev and started != run_info["device"] else ""
+    return f"train.tokens_per_step=null: {what}{again}"
 
 
 def _refuse_missing_subsets(build, subsets: list[str], label: str, present: set[str]) -> None:
@@ -240,9 +253,10 @@ def _write_adapter(c: SFTConfig, model, run_dir: Path, run_info: dict, summary: 
 
 
 def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir: Path, build, prev,
-           t0: float) -> int:
+           t0: float, budget_asked=None) -> int:
     # The plug-in is chosen, and unsloth imported, before anything imports transformers.
     trainer_name = resolve_trainer_name(c.trainer.name)
+    on_cuda = cuda_available()
     plugin = get_trainer(trainer_name)
     plugin.prepare()
 
@@ -262,9 +276,11 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     dataset, stats = _examples(c, build, subsets, label, tok, max_len)
 
     # ---- run record -------------------------------------------------------------------------
-    on_cuda = cuda_available()
+    device = "cuda" if on_cuda else "cpu"
     run_info = {
-        "format": rd.RUN_FORMAT, "status": "running", "trainer": trainer_name, "device": "cuda" if on_cuda else "cpu",
+        "format": rd.RUN_FORMAT, "status": "running", "trainer": trainer_name, "device": device,
+        # the device of the first segment: what train.tokens_per_step=null resolved by (identity.started_on_cuda)
+        "started_on": (prev or {}).get("started_on") or (prev or {}).get("device") or device,
         "subsets": subsets, "subset": label, "data_build": str(Path(build.path).resolve()),
         "data_manifest_hash": build.manifest_hash, "base_model_path": model_path,
         "code_version": code_version(), "versions": library_versions(),
@@ -278,16 +294,26 @@ def _train(c: SFTConfig, resolved: dict, subsets: list[str], label: str, run_dir
     # ---- trainer ----------------------------------------------------------------------------
     wb = _init_wandb(c, run_dir, resolved, build, subsets)
     try:
-        args = make_sft_args(c, run_dir, on_cuda, ["wandb"] if wb is not None else [])
+        args = make_sft_args(c, run_dir, on_cuda, ["wandb"] if wb is not None else [], trainer=trainer_name)
         guard = PreemptionGuard()
         throughput = Throughput()
         metrics_path = run_dir / "metrics.jsonl"
         callbacks = [MetricsCallback(metrics_path, throughput), PreemptionCallback(guard)]
+        if c.train.packing:
+            log.info("packs of up to %d tokens: %s", c.train.tokens_per_step, _budget_source(budget_asked, prev, run_info))
         trainer = plugin.build(c, model_path, tok, dataset, args, callbacks, max_len)
         trainer.automon_throughput = throughput
         trainer.remove_callback(PrinterCallback)  # MetricsCallback logs each step once, in our format
         run_info["packing"] = getattr(trainer, "automon_packing", None)  # how examples were batched (None: unpacked)
+        # this segment's kernels (not part of the run's identity: the same function, other memory and rounding)
+        run_info["kernels"] = {"gradient_checkpointing": bool(args.gradient_checkpointing or
+                                                              getattr(trainer, "automon_unsloth_checkpointing", False)),
+                               "attn_implementation": c.trainer.attn_implementation if trainer_name == "peft" else None,
+                               "liger": bool(c.trainer.liger)}
         rd.write_json(run_dir / "run.json", run_info)
+        summary = stats.summary()
+        log.info("%s", describe_step(run_info["packing"], stats.n, summary["length_mean"] or 0.0, c.train.batch_size,
+                                     args.gradient_accumulation_steps, c.train.max_steps, c.train.epochs))
         ckpt = rd.last_complete_checkpoint(run_dir)
         if ckpt is not None:
             log.info("resuming from %s", ckpt)

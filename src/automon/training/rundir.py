@@ -29,9 +29,12 @@ from automon.training.errors import RunDirConflict, TrainConfigError, TrainError
 
 log = logging.getLogger(__name__)
 
-# Keys that may change between a run and its resumption without changing what is trained.
+# Keys that may change between a run and its resumption without changing what is trained. The kernel keys
+# (gradient checkpointing, attention implementation, Liger) compute the same function with other memory use
+# and float rounding, and depend on the machine: run.json records each segment's (its "kernels").
 NON_IDENTITY_KEYS = ("wandb", "data.dir", "output_dir", "overwrite", "train.logging_steps",
-                     "train.save_steps", "train.save_total_limit")
+                     "train.save_steps", "train.save_total_limit", "trainer.gradient_checkpointing",
+                     "trainer.attn_implementation", "trainer.liger")
 CHECKPOINTS = "checkpoints"
 # What a training run writes in its directory (and wandb, when wandb.dir is unset); anything else is
 # not ours to delete (overwrite=true refuses a directory that holds it).

@@ -68,6 +68,56 @@ def resolve_trainer_name(name: str) -> str:
     return name
 
 
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+# trainer.attn_implementation -> the module it needs (flash-attn 2 / 3), beside CUDA
+_ATTN_PACKAGES = {"flash_attention_2": ("flash_attn", "flash-attn"),
+                  "flash_attention_3": ("flash_attn_interface", "flash-attn-3 (FlashAttention 3, Hopper)")}
+
+
+def check_kernel_options(cfg, trainer: str, on_cuda: bool) -> None:
+    """The kernel keys where they cannot apply, before the model loads: trainer.liger and a non-default
+    trainer.attn_implementation are the peft trainer's (Unsloth has its own kernels); Liger, FlexAttention's
+    backward and FlashAttention need a CUDA GPU, and Liger and FlashAttention their packages. One message each,
+    naming the key and the fix."""
+    t = cfg.trainer
+    attn = t.attn_implementation
+    if trainer != "peft":
+        chosen = f"trainer={trainer}" + (" (trainer=auto chose it)" if t.name == "auto" else "")
+        if t.liger:
+            raise TrainConfigError(f"trainer.liger=true applies to the peft trainer; this run uses {chosen}, which "
+                                   "has its own fused kernels", "trainer.liger",
+                                   "pass trainer=peft to train with Liger's kernels, or trainer.liger=false")
+        if attn != "sdpa":
+            raise TrainConfigError(f"trainer.attn_implementation={attn} applies to the peft trainer; this run uses "
+                                   f"{chosen}, which picks its own attention", "trainer.attn_implementation",
+                                   "pass trainer=peft, or leave trainer.attn_implementation=sdpa")
+        return
+    if t.liger and not on_cuda:
+        raise TrainConfigError("trainer.liger=true needs a CUDA GPU: Liger's kernels are Triton GPU kernels",
+                               "trainer.liger", "set trainer.liger=false on CPU")
+    if t.liger and not _installed("liger_kernel"):
+        raise TrainConfigError("trainer.liger=true needs the liger-kernel package, which is not installed",
+                               "trainer.liger", "pip install liger-kernel (bash scripts/gpu-wheels.sh fetches it for a "
+                               "machine without internet), or set trainer.liger=false")
+    if attn == "flex_attention" and not on_cuda:
+        raise TrainConfigError("trainer.attn_implementation=flex_attention needs a CUDA GPU to train: torch's "
+                               "FlexAttention has no backward pass on CPU", "trainer.attn_implementation",
+                               "use trainer.attn_implementation=sdpa on CPU")
+    if attn in _ATTN_PACKAGES:
+        module, package = _ATTN_PACKAGES[attn]
+        if not on_cuda:
+            raise TrainConfigError(f"trainer.attn_implementation={attn} needs a CUDA GPU",
+                                   "trainer.attn_implementation", "use trainer.attn_implementation=sdpa on CPU")
+        if not _installed(module):
+            raise TrainConfigError(f"trainer.attn_implementation={attn} needs the {package} package, which is not "
+                                   "installed", "trainer.attn_implementation",
+                                   f"install {package.split(' ')[0]}, or use trainer.attn_implementation=flex_attention "
+                                   "(packs without a dense mask, built into torch) or sdpa")
+
+
 def get_trainer(name: str) -> "TrainerPlugin":
     return TRAINERS[name]
 
@@ -167,6 +217,7 @@ def make_trainer_class(base: type, label_only_loss: bool) -> type:
     class AutomonSFTTrainer(base):  # type: ignore[misc, valid-type]
         automon_throughput: Throughput | None = None
         automon_packing: dict | None = None   # PackStats.summary() of a packed run (None: unpacked)
+        automon_unsloth_checkpointing: bool = False   # Unsloth's own (offloaded) gradient checkpointing is on
 
         def _get_train_sampler(self, train_dataset=None):
             # self.train_dataset still has our "length" column; the one passed in had it removed.
@@ -200,16 +251,41 @@ def packed_or_not(cfg, tokenizer, dataset, max_seq_length: int, seq_lengths_kwar
     if not cfg.train.packing:
         return dataset, None, None
     t0 = time.perf_counter()
-    budget = tokens_per_step(cfg, max_seq_length)
+    on_cuda = cuda_available()
+    budget = tokens_per_step(cfg, max_seq_length, on_cuda)
     packs, stats = pack_dataset(dataset, budget, cfg.train.seed)
     verify_packs(tokenizer, packs, dataset, end_of_turn_token(tokenizer))
     summary = stats.summary()
     log.info("packed %d examples into %d micro-batches of <= %d tokens (%.1f examples each, %.1f%% of the budget "
              "filled, %d examples over it trained alone) in %.1f s", stats.examples, stats.packs, budget,
              summary["examples_per_pack"], 100 * stats.fill, stats.over_budget, time.perf_counter() - t0)
-    if not cuda_available():
+    if not on_cuda:
         _warn_cpu_pack(stats.longest_pack)
     return packs, PackCollator(with_seq_lengths=seq_lengths_kwarg), summary
+
+
+def describe_step(packing: dict | None, examples: int, mean_length: float, batch_size: int, grad_accum: int,
+                  max_steps: int, epochs: float) -> str:
+    """What one optimizer step holds (examples, tokens) and what the run's steps come to, for the log: with
+    max_steps the share of an epoch they cover, else the steps of the epochs asked for."""
+    if packing:
+        packs = max(int(packing["packs"]), 1)
+        per_step = min(grad_accum, packs)
+        ex, tokens = per_step * examples / packs, per_step * packing["useful_tokens"] / packs
+        what = (f"{per_step} pack{'s' if per_step > 1 else ''} of <= {packing['tokens_per_step']} tokens: "
+                f"{ex:.1f} examples, {tokens:,.0f} tokens on average")
+        steps_per_epoch = -(-packs // grad_accum)
+    else:
+        per_step = batch_size * grad_accum
+        ex, tokens = per_step, per_step * mean_length
+        what = f"{grad_accum} micro-batch{'es' if grad_accum > 1 else ''} of {batch_size} examples: {ex} examples, " \
+               f"about {tokens:,.0f} tokens"
+        steps_per_epoch = -(-examples // per_step)
+    if max_steps > 0:
+        span = f"{max_steps} steps = {max_steps / steps_per_epoch:.2f} epochs of {examples} examples"
+    else:
+        span = f"{epochs:g} epochs = {epochs * steps_per_epoch:.0f} steps of {steps_per_epoch} an epoch"
+    return f"an optimizer step holds {what}; {span}"
 
 
 CPU_PACK_WARN_TOKENS = 4096
@@ -319,6 +395,7 @@ def _build_unsloth(cfg, model_path: str, tokenizer, train_dataset, sft_args, cal
     trainer = cls(model=model, args=sft_args, train_dataset=train_dataset, processing_class=tokenizer,
                   callbacks=callbacks, data_collator=collator)
     trainer.automon_packing = packing
+    trainer.automon_unsloth_checkpointing = bool(gc)   # what ran, though the Trainer's own flag is off
     return trainer
 
 
