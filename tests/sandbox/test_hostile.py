@@ -997,7 +997,7 @@ def test_lookups_of_missing_names_leave_no_negative_dentries_on_the_host(mode, t
     dentries in the host's cache (the programs' root bound the host's /usr), outside every limit. The
     root is now a tmpfs of the zygote's holding copies, and tmpfs keeps no negative dentry: 100,000
     lookups under /usr/lib, the standard library, /, the cwd and /dev leave at most a tenth of that
-    many on the machine (what other processes make meanwhile; measured: a few hundred), while the pool
+    many on the machine (what other processes make meanwhile; measured: under a hundred), while the pool
     runs and after it closed. Control: the same lookups by this process in a directory of the host's
     temporary directory are seen (then freed with the directory)."""
     probe = tmp_path / "probe"
