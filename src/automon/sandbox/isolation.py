@@ -89,8 +89,8 @@ def program_root() -> list[list[str]]:
     """What the programs' root holds (confine.build_root copies it, at the same paths, into a tmpfs
     of the zygote's): the Python installation's standard library (pure-Python modules, their
     compiled bytecode of this interpreter, its extension modules) without the parts in
-    _STDLIB_SKIP_DIRS and _DYNLOAD_SKIP, every shared library those extension modules load (by
-    `ldd`), the C.UTF-8 locale and zoneinfo's time zones. ["dir", path], ["file", path] or
+    _STDLIB_SKIP_DIRS and _DYNLOAD_SKIP, every shared library those extension modules load (as the
+    dynamic loader finds them), the C.UTF-8 locale and zoneinfo's time zones. ["dir", path], ["file", path] or
     ["link", target, path], in an order that creates each parent first. No host file system is
     mounted in that root (its device nodes aside), so no lookup a program makes reaches one and
     leaves a negative dentry there (docs/security.md). Computed once per process."""
@@ -109,9 +109,9 @@ def _program_root() -> tuple[tuple[str, ...], ...]:
             return name.endswith(f".{tag}.pyc")
         return not (top.endswith("lib-dynload") and name.startswith(_DYNLOAD_SKIP))
 
-    stdlib = _resolved(sysconfig.get_paths()["stdlib"], out)
-    _tree(stdlib, out, keep)
-    _tree(_resolved(sysconfig.get_paths()["platstdlib"], out), out, keep)
+    paths = sysconfig.get_paths()
+    for top in dict.fromkeys(_resolved(paths[name], out) for name in ("stdlib", "platstdlib")):
+        _tree(top, out, keep)
     modules = sorted(p for p, e in out.items() if e[0] == "file" and p.endswith(".so"))
     for lib in _libraries(modules):
         real = _resolved(lib, out)
@@ -166,6 +166,8 @@ def _libraries(modules: list[str]) -> list[str]:
     the loader, which then lists the libraries of all of them in one run (its trace mode, what ldd runs
     for each file, the others preloaded): ~40 ms, where `ldd` of each costs ~0.4 s of CPU. A path that
     LD_PRELOAD cannot carry (a space or colon in it) falls back to `ldd` of each."""
+    if not modules:  # a Python built with every module in its binary
+        return []
     ldd = shutil.which("ldd")
     if ldd is None:
         raise IsolationUnavailable("ldd is not installed: it lists the libraries the programs' Python needs")
