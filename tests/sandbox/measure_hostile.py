@@ -1,9 +1,10 @@
 """What the hostile programs of test_hostile.py get, measured, per isolation mode (the figures
 docs/security.md quotes): kernel memory held in socket and pipe buffers, bytes written to any
 writable place, and how long a colliding reply and a signal-deaf test hold the grader; then the
-time a plain and a graded job take through a pool of 2 workers (--timing: that only).
+time a plain and a graded job take through a pool of 2 workers (--timing: that only); or the negative
+dentries 1,000,000 lookups of missing names leave on the machine (--dentries: that only).
 
-    .venv/bin/python tests/sandbox/measure_hostile.py [--timing] [bwrap] [unshare]
+    .venv/bin/python tests/sandbox/measure_hostile.py [--timing | --dentries] [bwrap] [unshare]
 """
 
 from __future__ import annotations
@@ -52,8 +53,22 @@ def timing(mode: str, n: int = 300) -> str:
     return f"{mode}: {plain * 1000:.1f} ms a plain job, {graded * 1000:.1f} ms a graded job (2 workers, {n} jobs)"
 
 
+def dentries(mode: str, n: int = 1_000_000) -> str:
+    """test_hostile's lookups of missing names, n of them: the host's negative dentries (nr_negative
+    of /proc/sys/fs/dentry-state) after the program ran and after its pool closed, against before
+    the pool started. Other processes of the machine move the count too."""
+    before = h._negative_dentries()
+    with Sandbox(Limits(timeout_s=600, cpu_s=60, memory_mb=256), workers=1, isolation=mode) as sb:
+        r = sb.run(h.NEGATIVE_LOOKUPS.format(n=n))
+        running = h._negative_dentries() - before
+    closed = h._negative_dentries() - before
+    return (f"{mode}: {r.stdout.strip() or r.stderr[-200:]} of {n:,} lookups missing; negative dentries "
+            f"{running:+,} after the program, {closed:+,} after the pool closed ({r.cpu_s:.1f} s CPU)")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    only_timing = "--timing" in args
-    for mode in [a for a in args if a != "--timing"] or ["bwrap", "unshare"]:
-        print(timing(mode) if only_timing else f"{hostile(mode)}\n{timing(mode)}", flush=True)
+    what = {"--timing": timing, "--dentries": dentries}
+    only = [what[a] for a in args if a in what]
+    for mode in [a for a in args if a not in what] or ["bwrap", "unshare"]:
+        print(only[0](mode) if only else f"{hostile(mode)}\n{timing(mode)}", flush=True)

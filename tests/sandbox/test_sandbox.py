@@ -85,6 +85,31 @@ def test_programs_cannot_import_from_the_sandbox_dir_or_the_callers_cwd(sb, tmp_
         assert sb.run(f"import {own}").exit_code == 1, own
 
 
+# The standard library as a program uses it, from the programs' root (a copy: isolation.program_root):
+# modules whose extension loads a library of its own, the locale the sandbox sets, time zones.
+STDLIB = """
+import bz2, ctypes, decimal, hashlib, importlib.util, locale, lzma, os, sqlite3, ssl, uuid, zlib, zoneinfo
+import xml.etree.ElementTree as ET
+from datetime import datetime
+print(bz2.decompress(bz2.compress(b"ab")), lzma.decompress(lzma.compress(b"ab")), zlib.crc32(b"ab"))
+print(hashlib.sha256(b"ab").hexdigest()[:8], hashlib.md5(b"ab").hexdigest()[:8], ssl.OPENSSL_VERSION[:7])
+print(sqlite3.connect(":memory:").execute("select 6 * 7").fetchone(), decimal.Decimal(1) / 7)
+print(uuid.UUID(int=5), ET.fromstring("<a><b/></a>")[0].tag, ctypes.sizeof(ctypes.c_int))
+print(locale.setlocale(locale.LC_ALL, ""), datetime(2024, 7, 1, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")).utcoffset())
+print(os.path.exists(importlib.util.cache_from_source(decimal.__file__)))  # its bytecode is there: no recompiling
+"""
+
+
+def test_the_standard_library_works_in_the_programs_root(sb):
+    r = sb.run(STDLIB)
+    ref = subprocess.run([sys.executable, "-S", "-c", STDLIB], capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+    assert r.ok and r.stdout == ref.stdout, r.stdout + r.stderr + ref.stderr
+    assert r.stdout.splitlines()[-1] == "True"
+    for left_out in ("test.support", "idlelib", "ensurepip", "tkinter"):  # not what a program is graded on
+        assert sb.run(f"import {left_out}").exit_code == 1, left_out
+
+
 def test_wall_timeout_kills_busy_and_sleeping_programs(sb):
     t0 = time.monotonic()
     busy, sleeping = sb.run_many(["while True: pass", "import time\ntime.sleep(60)"],

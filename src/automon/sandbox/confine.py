@@ -5,10 +5,11 @@ writable or a limit unset. Standard library only (ctypes for the system calls Py
 wrap); the worker imports it as a top-level module (see limits.py).
 
 The file system a program sees (both contained modes; the zygote builds it once, `build_root`):
-a read-only tmpfs root holding read-only bind mounts of the directories the pool names (/usr and
-its /bin, /lib* links, the Python installation), a /dev of five device nodes (null, zero, full,
-random, urandom; no terminal, no directory a program can write to), an empty /proc, and per program a
-fresh tmpfs on /tmp (`program_namespaces`) that ends with the program's last process."""
+a read-only tmpfs root holding a copy of what the pool names (the Python installation's standard
+library, the shared libraries its extension modules load, the C.UTF-8 locale and time zones:
+isolation.program_root) and no mount of any host file system but five device nodes (null, zero,
+full, random, urandom, in a /dev no program can write to; no terminal), an empty /proc, and per
+program a fresh tmpfs on /tmp (`program_namespaces`) that ends with the program's last process."""
 
 from __future__ import annotations
 
@@ -103,9 +104,14 @@ def _bind_readonly(source: str, target: str) -> None:
 
 def build_root(entries: list[list[str]]) -> tuple[int, tuple[int, int]]:
     """Once, in the zygote (it holds capabilities in its own user namespace): a mount namespace of
-    its own whose root is a new read-only tmpfs with only `entries` in it (["ro", path]: `path`
-    bound read-only; ["link", target, path]: a symbolic link), the device nodes in DEVICES, an
-    empty /proc and /tmp. Every program's mount namespace is a copy of it. Returns a descriptor of
+    its own whose root is a new tmpfs holding a copy of `entries` at their own paths (["dir", path],
+    ["file", path]: its contents, mode less its write and set-id bits, and times, which the
+    standard library's bytecode is checked against; ["link", target, path]: a symbolic link;
+    isolation.program_root lists them), the device nodes in DEVICES, an empty /proc and /tmp,
+    read-only once built. Nothing of a host file system is bound into it: a lookup of a missing
+    name creates a negative dentry of this tmpfs, which tmpfs never keeps (its dentries are deleted
+    on their last reference), instead of one the host's file system would cache with no bound
+    (docs/security.md). Every program's mount namespace is a copy of it. Returns a descriptor of
     the /proc that was there (for the zygote's accounting; programs never hold it), and of this
     mount namespace and the caller's PID namespace (to come back to after each program's, see
     program_namespaces)."""
@@ -113,14 +119,14 @@ def build_root(entries: list[list[str]]) -> tuple[int, tuple[int, int]]:
     mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     new = "/tmp"  # a directory that exists in every mode; the new root's tmpfs covers it here only
-    mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
+    # No size: the zygote fills it from a list it was given, and it is read-only before any program runs.
+    mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
     for entry in entries:
-        if entry[0] == "ro":
-            if os.path.isdir(entry[1]):
-                os.makedirs(new + entry[1], 0o755, exist_ok=True)
-                _bind_readonly(entry[1], new + entry[1])
+        if entry[0] == "dir":
+            os.makedirs(new + entry[1], 0o755, exist_ok=True)
+        elif entry[0] == "file":
+            _copy_file(entry[1], new + entry[1])
         elif entry[0] == "link":
-            os.makedirs(os.path.dirname(new + entry[2]), 0o755, exist_ok=True)
             os.symlink(entry[1], new + entry[2])
         else:
             raise ValueError(f"unknown root entry {entry!r}")
@@ -141,6 +147,30 @@ def build_root(entries: list[list[str]]) -> tuple[int, tuple[int, int]]:
     if not os.statvfs("/").f_flag & os.ST_RDONLY:
         raise OSError("the new root is still writable after its read-only remount")
     return proc, namespaces_of(proc)
+
+
+def _copy_file(path: str, target: str) -> None:
+    """Copy `path` to `target` (in the kernel: sendfile), read-only, with its times. A file this
+    process cannot read is left out: no program could read it through a bind mount either."""
+    try:
+        src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except PermissionError:
+        return
+    try:
+        st = os.fstat(src)
+        dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, st.st_mode & 0o555)
+        try:
+            done = 0
+            while done < st.st_size:
+                n = os.sendfile(dst, src, done, st.st_size - done)
+                if n == 0:
+                    raise OSError(f"{path} shrank while it was copied into the programs' root")
+                done += n
+            os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
 
 
 def _pivot_root(new: str, old: str) -> None:

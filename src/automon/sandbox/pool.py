@@ -182,7 +182,7 @@ class Sandbox:
             self._procs.append(p)
             base = os.path.join(self._base, f"w{i}") if self._base else f"/tmp/w{i}"
             send_msg(p.stdin, {"base": base, "mode": mode, "cgroup_fd": fd,
-                               "root": iso.root_entries() if mode != ISOLATION_NONE else []})
+                               "root": iso.program_root() if mode != ISOLATION_NONE else []})
         for p in self._procs:
             hello = self._recv(p)
             if not isinstance(hello, dict) or hello.get("mode") != mode:

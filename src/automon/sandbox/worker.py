@@ -17,7 +17,8 @@ ever inside a program's memory and nothing of one program reaches the next:
   only waits), in a user and PID namespace of its own whose init (PID 1) it is. It never sees a
   test or a program's text: the worker hands it a memfd holding the program (read by the program's
   process itself), the program's ends of the call pipes and the limits. Once, it builds the
-  programs' file system (confine.build_root: a read-only minimal root, six device nodes, nothing
+  programs' file system (confine.build_root: a read-only tmpfs holding a copy of the standard
+  library and the libraries it loads, five device nodes, nothing of the host's file systems, nothing
   writable). For each program it enters fresh mount and PID namespaces (a new tmpfs /tmp;
   process ids from 1) and forks into them
 - the PROGRAM, PID 1 of its namespace, which inherits only the zygote's memory (preloaded modules,
