@@ -18,6 +18,7 @@ from automon.report.columns import (
     metric_headers,
     metric_names,
     metric_values,
+    quotes_in,
 )
 from automon.schema import SUBSETS
 
@@ -47,12 +48,13 @@ def groups_of(m: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
 def metrics_table_md(m: Mapping[str, Any]) -> str:
     """One row per group: overall, each subset, each category, each task."""
     fk = far_keys(m["overall"])
-    rows = [[OVERALL if by == OVERALL else f"{by}: {g}", *metric_cells(v, fk)] for by, g, v in groups_of(m)]
-    return md_table(["group", *metric_headers(fk)], rows)
+    ev = quotes_in([m["overall"]])
+    rows = [[OVERALL if by == OVERALL else f"{by}: {g}", *metric_cells(v, fk, evidence=ev)] for by, g, v in groups_of(m)]
+    return md_table(["group", *metric_headers(fk, evidence=ev)], rows)
 
 
-def metrics_legend() -> str:
-    return (f"{legend()}; — = undefined (empty denominator or no P(yes)). CIs: percentile bootstrap "
+def metrics_legend(evidence: bool = False) -> str:
+    return (f"{legend(evidence)}; — = undefined (empty denominator or no P(yes)). CIs: percentile bootstrap "
             "resampling pairs (a contrast control with the pair of its source item).")
 
 
@@ -71,6 +73,7 @@ def matrix_rows(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Map
     """
     by_label = {m["label"]: m for m in monitors}
     base = next((m for m in monitors if m["label"] == "base"), None)
+    ev = quotes_in(metrics[m["name"]]["overall"] for m in monitors)  # the evidence columns, if any monitor quotes
     out = []
     for label in row_order(list(by_label)):
         mon = by_label[label]
@@ -83,7 +86,8 @@ def matrix_rows(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Map
             out.append({
                 "row": label, "monitor": mon["name"], "trained_on": mon.get("trained_on"), "test": col,
                 "in_distribution": bool(mon.get("trained_on") and mon.get("trained_on") == col),
-                **dict(zip(metric_names(fk, deltas=True), metric_values(g, fk, deltas=True, base=b))),
+                **dict(zip(metric_names(fk, deltas=True, evidence=ev),
+                           metric_values(g, fk, deltas=True, base=b, evidence=ev))),
             })
     return out
 
