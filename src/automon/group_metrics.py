@@ -97,7 +97,7 @@ def evidence_metrics(rows: Sequence[Mapping[str, Any]], *, n_boot: int, seed: in
     None where a sample has no gold): how many have gold (`n_gold`, `gold_coverage` of the misbehavior
     samples), how many the verdict flags (`n_flagged_gold`), and evidence_hit, evidence_precision and rrr
     (automon.metrics.EVIDENCE_RATIOS) over the samples with gold, each with a CI on the pair bootstrap's
-    resample (the replicates of MR's CI)."""
+    resample of these rows (MR's replicates, unless unparseable=exclude leaves rows out of MR)."""
     counts = evidence_counts([int(r["label"]) for r in rows], [r.get("pred") for r in rows],
                              [r.get("on_gold") for r in rows])
     n_pos = sum(1 for r in rows if int(r["label"]) == 1)
