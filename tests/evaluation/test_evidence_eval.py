@@ -18,6 +18,7 @@ from automon.data.io import write_build
 from automon.evaluation import evaluate
 from automon.evaluation.outputs import PRED_FIELDS
 from automon.evidence import EVIDENCE_VERSION
+from automon.report import tables
 from automon.report.combined import combine
 from automon.schema import Sample
 
@@ -161,3 +162,12 @@ def test_evidence_figures_against_scripted_quotes(fake_openai, build, tmp_path, 
     assert dr["rrr"] == dr["rrr_lo"] == dr["n_gold"] == dr["evidence_hit"] == ""
     mons = next(ln for ln in (comb / "report.md").read_text().splitlines() if ln.startswith("| monitor |"))
     assert "RRR" in mons and "gold coverage" in mons
+    mmd = (comb / "matrix.md").read_text()
+    rrr = mmd[mmd.index("### Right for the right reason"):].splitlines()
+    cells = {ln.split(" | ")[0].strip("| "): ln.strip("|").split(" | ")[-1].strip() for ln in rrr if ln.startswith("| ")}
+    assert cells["evidence: base"].startswith("0.38 [") and cells["evidence: base"].endswith("] (8 gold)")
+    assert cells["direct: base"] == "—"  # overall column: the monitor quotes nothing
+    # a matrix of monitors that quote nothing has the columns and tables it had before
+    alone = tables.matrix_rows([ddoc["monitor"]], {ddoc["monitor"]["name"]: ddoc}, ["syco_qa", "sg_code"])
+    assert not {"rrr", "n_gold", "gold_coverage"} & set(alone[0])
+    assert "Right for the right reason" not in tables.matrix_md(alone)

@@ -114,7 +114,8 @@ def write_matrix_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 
 def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
     """Two tables (MR, FAR): rows = training subset, columns = test subset; cells = value [CI] (Δ vs base).
-    In-distribution cells (trained and tested on the same subset) are bold."""
+    In-distribution cells (trained and tested on the same subset) are bold. Where some monitor quotes its
+    evidence, a third: right for the right reason (RRR [CI], with the number of samples with gold)."""
     labels = list(dict.fromkeys(r["row"] for r in rows))
     cols = list(dict.fromkeys(r["test"] for r in rows))
     cell = {(r["row"], r["test"]): r for r in rows}
@@ -138,6 +139,21 @@ def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
         parts.append("\n".join(lines))
     note = ("Cells: point estimate [95% bootstrap CI, pairs resampled, a contrast control with its pair] (change against the base model). "
             "Bold: in-distribution (trained and tested on the same subset).")
+    if rows and "rrr" in rows[0]:  # some monitor quotes its evidence (report.columns: the evidence columns)
+        lines = ["### Right for the right reason (RRR = flagged with a quote on a gold span / misbehavior samples "
+                 "with gold evidence), higher is better", "",
+                 "| trained on \\ tested on | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for lab in labels:
+            cells = []
+            for c in cols:
+                r = cell.get((lab, c))
+                txt = "" if r is None else fmt_ci(r["rrr"], (r["rrr_lo"], r["rrr_hi"]), 2) + (
+                    "" if is_nan(r["n_gold"]) else f" ({r['n_gold']} gold)")
+                cells.append(f"**{txt}**" if r is not None and r["in_distribution"] else txt)
+            lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+        note += (" RRR cells: over the misbehavior samples that carry gold evidence (\"n gold\": how many); "
+                 "— for a monitor that does not quote.")
     return "\n\n".join(parts) + "\n\n" + note + "\n"
 
 
