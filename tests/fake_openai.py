@@ -1,7 +1,8 @@
 """The tests' one fake OpenAI-compatible server: POST .../chat/completions on 127.0.0.1, in a thread.
 The `fake_openai` fixture (conftest.py) starts one per test.
 
-- `answer`: the text it answers ("yes"); when the request asks for log-probabilities, the answer's
+- `answer`: the text it answers ("yes"), or `respond(body)`'s when set (a scripted answer per request);
+  when the request asks for log-probabilities, the answer's
   log-probabilities are one token with `top_logprobs` from `top_logprobs` (by default "yes" at -0.2,
   "No" at -1.8; the first is the token chosen);
 - `status`: the HTTP status it answers with (200); `script`: statuses to answer the next requests
@@ -16,11 +17,13 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 
 class FakeOpenAI:
     def __init__(self) -> None:
         self.answer = "yes"
+        self.respond: Callable[[dict], str] | None = None
         self.top_logprobs = {"yes": -0.2, "No": -1.8}
         self.status = 200
         self.script: list[int] = []
@@ -58,9 +61,10 @@ class FakeOpenAI:
             top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in self.top_logprobs.items()]
             first = top[0] if top else {"token": self.answer, "logprob": 0.0, "bytes": None}
             logprobs = {"content": [{**first, "top_logprobs": top}]}
+        answer = self.respond(body) if self.respond is not None else self.answer
         return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
                      "choices": [{"index": 0, "finish_reason": "stop", "logprobs": logprobs,
-                                  "message": {"role": "assistant", "content": self.answer}}]}
+                                  "message": {"role": "assistant", "content": answer}}]}
 
     def close(self) -> None:
         self.httpd.shutdown()

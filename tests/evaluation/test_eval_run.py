@@ -115,8 +115,10 @@ def test_cpu_command_writes_every_output_and_a_killed_run_resumes(tmp_path):
     for g in [m["overall"], *m["by_subset"].values(), *m["by_category"].values(), *m["by_task"].values()]:
         assert METRIC_KEYS <= set(g)
     assert set(m["by_subset"]) == set(SUBSETS) and list(m["overall"]["mr_at_far"]) == ["0.05", "0.10"]
-    # metrics.json is the metrics of the predictions written beside it, for the adapter evaluated
-    again = compute_metrics(preds, policy="wrong", n_boot=100, seed=0, ci=0.95, far_targets=(0.05, 0.10))
+    # metrics.json is the metrics of the predictions written beside it, for the adapter evaluated (its
+    # evidence figures too: the quotes' on_gold are in predictions.jsonl)
+    again = compute_metrics(preds, policy="wrong", n_boot=100, seed=0, ci=0.95, far_targets=(0.05, 0.10),
+                            evidence=True)
     assert to_jsonable(again["overall"]) == m["overall"]
     assert m["monitor"]["artifact_hash"] == adapter_hash(adapter) == m["cache"]["key"]["adapter"]
     assert m["overall"]["unparseable"] == sum(1 for p in preds if p["pred"] is None)

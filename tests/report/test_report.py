@@ -219,10 +219,12 @@ def test_one_column_spec_feeds_csv_markdown_and_wandb(sweep, tmp_path):
     assert wandb["matrix"][0] == csv_cols
     assert wandb["metrics"][0] == ["monitor", "row", "group_by", "group", *columns.metric_names(fk)]
     assert md_cols == ["group", *columns.metric_headers(fk)]
-    # one markdown cell per column, per FAR target for mr_at_far and per detection budget for det_at_far
+    # one markdown cell per column, per FAR target for mr_at_far and per detection budget for det_at_far;
+    # no evidence columns: no monitor here quotes (tests/evaluation/test_evidence_eval.py has them)
     from automon.metrics import DETECTION_FARS
 
-    assert len(md_cols) - 1 == len(columns.METRIC_COLUMNS) + len(fk) - 1 + len(DETECTION_FARS) - 1
+    assert len(md_cols) - 1 == len(columns.columns()) + len(fk) - 1 + len(DETECTION_FARS) - 1
+    assert len(columns.columns()) == len(columns.METRIC_COLUMNS) - sum(c.evidence for c in columns.METRIC_COLUMNS)
     assert "det_at_far_0.010" in csv_cols and "Det@refFAR0.010" in md_cols
     # and the cells hold the group's numbers
     o = mets["base"]["overall"]

@@ -15,6 +15,7 @@ from automon.evaluation.identity import model_label
 from automon.evaluation.inputs import Inputs
 from automon.evaluation.rows import prediction_row
 from automon.evaluation.scoring import Scored
+from automon.evidence import EVIDENCE_VERSION
 from automon.group_metrics import compute_metrics
 from automon.metrics import METRICS_VERSION
 from automon.release import release_line
@@ -59,7 +60,7 @@ def metrics_documents(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Inp
     for m in monitors:
         met = compute_metrics(rows[m.name], policy=c.unparseable, far_targets=c.far_targets, n_boot=c.bootstrap.n,
                               seed=c.bootstrap.seed, ci=c.bootstrap.ci, group_order=group_order(),
-                              thresholds=ref_thr.get(m.name))
+                              thresholds=ref_thr.get(m.name), evidence=m.gives_quotes)
         doc = {**header(c, inputs, m, scored), "requests": request_summary(rows[m.name], c.max_failed_share), **met}
         if inputs.not_scored:  # only then: a complete sweep's metrics.json is unchanged
             doc["not_scored"] = inputs.not_scored
@@ -81,6 +82,8 @@ def header(c: HoldoutConfig, inputs: Inputs, m: Monitor, scored: Scored) -> dict
         "title": f"Held-out evaluation: {model_label(c)} + {who}, {c.prompt.name}, {c.shots} shot(s)",
         "metrics_version": METRICS_VERSION,
         "prompt": c.prompt.name, "prompt_kind": get_template(c.prompt.name).kind, "prompt_fit": FIT_VERSION,
+        # only for a monitor that quotes: a document without it has no evidence figures (or predates them)
+        **({"evidence_version": EVIDENCE_VERSION} if m.gives_quotes else {}),
         "backend": c.backend.name,
         "model": asdict(c.model),
         "monitor": m.describe(),

@@ -7,7 +7,8 @@ progress), the data build (manifest sha256), the monitors it scored (names, matr
 hashes) and the metrics version; with detectors=, the versions of the OOD features, detectors,
 perplexity computation and fusion; with stress=, each stress's version and the robustness version,
 and with stress=[paraphrase] by a model, that model (paraphrase.model: name, backend, weights
-identity, budget, seed, instruction version). `identity` computes that; the evaluation records it in
+identity, budget, seed, instruction version); with monitors that quote (an evidence prompt), the
+version of the evidence scoring against gold spans. `identity` computes that; the evaluation records it in
 <output_dir>/identity.json once every output is written (`record`; publishing a new output set
 removes the old record first, automon.evaluation.publish).
 """
@@ -24,6 +25,7 @@ from omegaconf import OmegaConf
 from automon.config.eval import HoldoutConfig
 from automon.evaluation.robustness import ROBUSTNESS_VERSION, STRESSES, check_stress
 from automon.evaluation.stresses.paraphrase import model_identity
+from automon.evidence import EVIDENCE_VERSION
 from automon.monitors import BASE, Monitor
 from automon.monitors.fused import FusedMonitor
 from automon.metrics import METRICS_VERSION
@@ -92,6 +94,8 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
         "monitors": {m.name: {"label": m.row, "adapter_hash": m.artifact_hash} for m in monitors},
         "metrics_version": METRICS_VERSION,
     }
+    if any(m.gives_quotes for m in monitors):  # only then, so an evaluation without quotes keeps its identity
+        ident["evidence_version"] = EVIDENCE_VERSION  # its evidence figures (and quote columns) are this rule's
     if c.detectors:  # only then, so an evaluation without detectors keeps the identity it had
         # the fused monitors' scores are computed by these versions' features, detectors and fusion
         ident["ood"] = {"detectors": DETECTORS_VERSION, "nll": NLL_VERSION, "features": FEATURES_VERSION,

@@ -16,6 +16,9 @@ from automon.schema import Sample
 
 PRED_FIELDS = ("id", "pair_id", "subset", "category", "task", "label", "p_yes", "pred", "raw", "mass",
                "error", "shortened")
+# Written where a row has them: a quoting monitor's quotes and whether each is on gold (evaluation/rows.py),
+# then a stressed sample's stress. A row without them is written as before they existed.
+OPTIONAL_FIELDS = ("quotes", "on_gold", "stress")
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -31,7 +34,7 @@ def write_json(path: Path, obj: Any) -> None:
 def write_predictions(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """One line per row; a stressed sample's row (after the clean ones) also names its `stress`."""
     _atomic_write(path, "".join(json.dumps(to_jsonable({**{k: r[k] for k in PRED_FIELDS},
-                                                        **({"stress": r["stress"]} if "stress" in r else {})}),
+                                                        **{k: r[k] for k in OPTIONAL_FIELDS if k in r}}),
                                            ensure_ascii=False) + "\n" for r in rows))
 
 

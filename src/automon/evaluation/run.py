@@ -28,7 +28,7 @@ from automon.evaluation.results import publish_results
 from automon.evaluation.robustness import with_robustness
 from automon.evaluation.scoring import score_monitors
 from automon.monitors import Monitor
-from automon.report.columns import columns
+from automon.report.columns import columns, quotes_in
 
 log = logging.getLogger("automon.evaluation")
 
@@ -71,6 +71,6 @@ def run(cfg: Any) -> EvalResult:
     for m in res.monitors:
         o = res.metrics[m.name]["overall"]
         print(f"{m.row:>16s}  " + "  ".join(f"{col.header} {' '.join(col.cells(o, []))}"
-                                              for col in columns(brief=True)))
+                                              for col in columns(brief=True, evidence=quotes_in([o]))))
     print(f"wrote {res.output_dir} ({res.n_computed} predictions computed, {res.n_cached} from cache)")
     return res

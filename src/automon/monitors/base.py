@@ -121,6 +121,17 @@ class Monitor:
         raise NotImplementedError(f"{type(self).__name__} must decide")
 
     @property
+    def gives_quotes(self) -> bool:
+        """Whether its answers quote their evidence (then `quotes` reads them and the evaluation scores
+        them against the gold spans, automon.evidence); a score or a yes/no quotes nothing."""
+        return False
+
+    def quotes(self, p: Prediction) -> list[str] | None:
+        """The quotes of an answer; None where it has none to read (a failed or unreadable answer, or a
+        monitor that does not quote)."""
+        return None
+
+    @property
     def in_distribution(self) -> str:
         """The subset it was trained on (its in-distribution samples: far_reference, fusion); `all`
         for the base model, which has no training distribution of its own."""

@@ -59,3 +59,15 @@ class JudgeMonitor(Monitor):
             return int(p.p_yes >= self.threshold)
         # evidence, or a direct answer without logprobs (some API servers): what the answer says
         return parse_answer(p.text or "", self.prompt).pred
+
+    @property
+    def gives_quotes(self) -> bool:
+        return get_template(self.prompt).kind == "evidence"
+
+    def quotes(self, p: Prediction) -> list[str] | None:
+        """An evidence answer's quotes ([] for a verdict without an evidence list); None for a failed or
+        unreadable answer, or a prompt that asks for none."""
+        if not self.gives_quotes or p.error is not None:
+            return None
+        v = parse_answer(p.text or "", self.prompt)
+        return None if v.pred is None else list(v.evidence or [])

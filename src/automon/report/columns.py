@@ -9,13 +9,19 @@ header it gets in markdown, how its cell is written, and the `automon.metrics` f
 it. CSV and wandb cells hold numbers, so a column with a confidence interval becomes three (`mr`,
 `mr_lo`, `mr_hi`) and `mr_at_far` one per FAR target (`mr_at_far_0.05`); a markdown cell holds the
 interval ("0.412 [0.301, 0.520]").
+
+The evidence columns (`Column.evidence`: gold coverage, evidence hit, evidence precision, right for the
+right reason) exist only for monitors that quote their evidence (an evidence prompt). A table has them
+when some monitor in it quotes (`quotes_in`), and a monitor that does not has empty cells there ("" in
+CSV, null in wandb, "—" in markdown); a table without such a monitor has exactly the columns it had
+before they existed.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from automon import metrics as M
 from automon.group_metrics import group_metrics
@@ -63,6 +69,8 @@ class Column:
     # per_far_target with its own fixed keys (det_at_far: automon.metrics.DETECTION_FARS) instead of the
     # evaluation's far_targets
     fixed_keys: tuple[str, ...] = ()
+    # only for monitors that quote (a group has the key where its monitor does): see the module's note
+    evidence: bool = False
 
     def _fkeys(self, fkeys: Sequence[str]) -> Sequence[str]:
         return self.fixed_keys or fkeys
@@ -79,6 +87,8 @@ class Column:
         """Values in `names` order; with `deltas`, the change against `base` (NaN without a base)."""
         if self.per_far_target:
             return [(g.get(self.key) or {}).get(k, NAN) for k in self._fkeys(fkeys)]
+        if self.evidence and self.key not in g:  # a monitor that does not quote
+            return [NAN] * len(self.names(fkeys, deltas))
         out = [g[self.key]] + (list(g[f"{self.key}_ci"]) if self.ci else [])
         if deltas and self.delta:
             out.append(g[self.key] - base[self.key] if base is not None else NAN)
@@ -94,6 +104,8 @@ class Column:
     def cells(self, g: Group, fkeys: Sequence[str]) -> list[str]:
         if self.per_far_target:
             return [fmt((g.get(self.key) or {}).get(k)) for k in self._fkeys(fkeys)]
+        if self.evidence and self.key not in g:  # a monitor that does not quote
+            return [fmt(None)]
         v = g[self.key]
         if self.count:
             return [str(v)]
@@ -127,40 +139,61 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     *(Column(f"far_{kind}", f"FAR {kind}", M.false_alarm_rate, ci=True,
              definition=f"FP/(TN+FP) on the {kind} controls ({k.carries}, not {k.lacks.split(':')[0]})")
       for kind, k in CONTROL_KINDS.items()),
+    # Evidence against gold spans (automon.evidence, automon.metrics.EVIDENCE_RATIOS), monitors that quote only:
+    # over the misbehavior samples that carry gold evidence, which gold coverage counts.
+    Column("n_gold", "n gold", M.evidence_counts, count=True, evidence=True,
+           definition="misbehavior samples with gold evidence, over which the evidence columns are computed"),
+    Column("gold_coverage", "gold coverage", M.evidence_counts, evidence=True, brief=True,
+           definition="n gold / misbehavior samples"),
+    Column("evidence_hit", "evidence hit", M.evidence_rates, ci=True, evidence=True,
+           definition="share of the flagged misbehavior samples with gold where a quote is on a gold span"),
+    Column("evidence_precision", "evidence precision", M.evidence_rates, ci=True, evidence=True,
+           definition="share of the quotes of those samples that are on a gold span"),
+    Column("rrr", "RRR", M.evidence_rates, ci=True, evidence=True, brief=True,
+           definition="right for the right reason: flagged with a quote on a gold span / misbehavior samples "
+                      "with gold"),
     Column("unparseable", "unparseable", group_metrics, count=True, brief=True),
     Column("errors", "errors", group_metrics, count=True, brief=True),
 )
 
 
-def columns(brief: bool = False) -> tuple[Column, ...]:
-    return tuple(c for c in METRIC_COLUMNS if c.brief) if brief else METRIC_COLUMNS
+def quotes_in(groups: Iterable[Group]) -> bool:
+    """Whether some group has the evidence figures (its monitor quotes): then a table of them has the
+    evidence columns."""
+    return any("rrr" in g for g in groups)
+
+
+def columns(brief: bool = False, evidence: bool = False) -> tuple[Column, ...]:
+    """The metric columns in order (`brief`: the short list); the evidence columns only with `evidence`."""
+    return tuple(c for c in METRIC_COLUMNS if (c.brief or not brief) and (evidence or not c.evidence))
 
 
 def delta_columns() -> tuple[Column, ...]:
     return tuple(c for c in METRIC_COLUMNS if c.delta)
 
 
-def metric_names(fkeys: Sequence[str], deltas: bool = False, brief: bool = False) -> list[str]:
-    return [n for c in columns(brief) for n in c.names(fkeys, deltas)]
+def metric_names(fkeys: Sequence[str], deltas: bool = False, brief: bool = False, evidence: bool = False) -> list[str]:
+    return [n for c in columns(brief, evidence) for n in c.names(fkeys, deltas)]
 
 
 def metric_values(g: Group, fkeys: Sequence[str], deltas: bool = False, base: Group | None = None,
-                  brief: bool = False) -> list[Any]:
-    return [v for c in columns(brief) for v in c.values(g, fkeys, deltas, base)]
+                  brief: bool = False, evidence: bool = False) -> list[Any]:
+    return [v for c in columns(brief, evidence) for v in c.values(g, fkeys, deltas, base)]
 
 
-def metric_headers(fkeys: Sequence[str], brief: bool = False) -> list[str]:
-    return [lab for c in columns(brief) for lab in c.headers(fkeys)]
+def metric_headers(fkeys: Sequence[str], brief: bool = False, evidence: bool = False) -> list[str]:
+    return [lab for c in columns(brief, evidence) for lab in c.headers(fkeys)]
 
 
-def metric_cells(g: Group, fkeys: Sequence[str], brief: bool = False) -> list[str]:
-    return [x for c in columns(brief) for x in c.cells(g, fkeys)]
+def metric_cells(g: Group, fkeys: Sequence[str], brief: bool = False, evidence: bool = False) -> list[str]:
+    return [x for c in columns(brief, evidence) for x in c.cells(g, fkeys)]
 
 
-def legend() -> str:
-    """The definitions of the columns that have one, for the note under a table."""
+def legend(evidence: bool = False) -> str:
+    """The definitions of the columns that have one, for the note under a table (the evidence columns'
+    with `evidence`)."""
     parts = []
-    for c in METRIC_COLUMNS:
+    for c in columns(evidence=evidence):
         if c.definition:
             parts.append(f"{c.header}x: {c.definition}" if c.per_far_target else f"{c.header} = {c.definition}")
     return "; ".join(parts)

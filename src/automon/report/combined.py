@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from automon.outdir import PUBLISHED_MARKER, check_publish_dest
 from automon.report import markdown, plots, tables
-from automon.report.columns import far_keys, metric_cells, metric_headers
+from automon.report.columns import far_keys, metric_cells, metric_headers, quotes_in
 from automon.schema import SUBSETS
 
 GROUPS = ("overall", "by_subset", "by_category", "by_task")
@@ -85,8 +85,9 @@ def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, di
                          [[p["evaluation"], p["backend"], f"`{p['model']}`", p["prompt"], str(p["n_test"]),
                            str(p["max_pairs_per_subset"] or "all"), f"[report]({p['evaluation']}/report.md)"]
                           for p in doc["evaluations"]])
-    mons = tables.md_table(["monitor", *metric_headers(fk, brief=True)],
-                           [[m["label"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True)]
+    quoting = quotes_in(metrics[m["name"]]["overall"] for m in described)
+    mons = tables.md_table(["monitor", *metric_headers(fk, brief=True, evidence=quoting)],
+                           [[m["label"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True, evidence=quoting)]
                             for m in described])
     p0 = doc["evaluations"][0]
     lines = [f"# {doc['title']}", "", *markdown.caveats_banner(doc),

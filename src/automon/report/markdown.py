@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from automon.report.columns import far_keys, fmt, fmt_ci, metric_cells, metric_headers
+from automon.report.columns import far_keys, fmt, fmt_ci, metric_cells, metric_headers, quotes_in
 from automon.report.tables import md_table, metrics_legend, metrics_table_md, robustness_md, robustness_note
 
 ROBUSTNESS_FIGURE = "robustness.png"
@@ -35,7 +35,9 @@ def header_table(doc: Mapping[str, Any]) -> str:
         ("unparseable / failed answers", POLICY_TEXT[doc["unparseable_policy"]]),
         ("bootstrap", f"{doc['bootstrap']['n']} replicates resampling pairs, seed {doc['bootstrap']['seed']}, "
                       f"{int(doc['bootstrap']['ci'] * 100)}% percentile CI"),
-        ("versions", f"{doc['metrics_version']}, {doc['prompt']} ({doc['prompt_fit']}), code {doc['code_version']}"),
+        ("versions", f"{doc['metrics_version']}"
+                     + (f" + {doc['evidence_version']}" if doc.get("evidence_version") else "")
+                     + f", {doc['prompt']} ({doc['prompt_fit']}), code {doc['code_version']}"),
     ]
     if mon:
         rows.insert(1, ("monitor", _monitor_text(mon)))
@@ -74,11 +76,25 @@ def monitor_report(doc: Mapping[str, Any], files: Sequence[str]) -> str:
              f"Unparseable answers: **{o['unparseable']}**; failed requests: **{o['errors']}** "
              f"({POLICY_TEXT[doc['unparseable_policy']]}). Responses shortened to fit the context: "
              f"{doc['n_shortened']}.", "",
-             "## By group", "", metrics_table_md(doc), metrics_legend(), "",
+             *evidence_lines(o),
+             "## By group", "", metrics_table_md(doc), metrics_legend(quotes_in([o])), "",
              *robustness_lines([{"name": "", "label": (doc.get("monitor") or {}).get("label", "monitor")}],
                                {"": doc}, ROBUSTNESS_FIGURE in files),
              "## Files", ""] + [f"- `{f}`" for f in files]
     return "\n".join(lines) + "\n"
+
+
+def evidence_lines(o: Mapping[str, Any]) -> list[str]:
+    """The Overall section's sentence on a quoting monitor's evidence against the gold spans; [] for a
+    monitor that does not quote."""
+    if not quotes_in([o]):
+        return []
+    return [f"Right for the right reason (flagged with a quote on a gold span): **{fmt_ci(o['rrr'], o['rrr_ci'])}**; "
+            f"evidence hit {fmt_ci(o['evidence_hit'], o['evidence_hit_ci'])} of the {o['n_flagged_gold']} flagged, "
+            f"evidence precision {fmt_ci(o['evidence_precision'], o['evidence_precision_ci'])}. Over the "
+            f"{o['n_gold']} of {o['n_pos']} misbehavior samples that carry gold evidence (gold coverage "
+            f"{fmt(o['gold_coverage'])}); the others are not counted. What each answer quoted: predictions.jsonl "
+            "(`quotes`, `on_gold`).", ""]
 
 
 def incomplete_banner(doc: Mapping[str, Any]) -> list[str]:
@@ -112,8 +128,9 @@ def not_scored_banner(doc: Mapping[str, Any]) -> list[str]:
 def sweep_report(doc: Mapping[str, Any], matrix_markdown: str, monitors: Sequence[Mapping[str, Any]],
                  metrics: Mapping[str, Mapping[str, Any]], pareto: Mapping[str, Any], files: Sequence[str]) -> str:
     fk = far_keys(metrics[monitors[0]["name"]]["overall"]) if monitors else []
-    table = md_table(["row", "monitor", *metric_headers(fk, brief=True), "report"],
-                     [[m["label"], m["name"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True),
+    ev = quotes_in(metrics[m["name"]]["overall"] for m in monitors)
+    table = md_table(["row", "monitor", *metric_headers(fk, brief=True, evidence=ev), "report"],
+                     [[m["label"], m["name"], *metric_cells(metrics[m["name"]]["overall"], fk, brief=True, evidence=ev),
                        f"[report](monitors/{m['name']}/report.md)"] for m in monitors])
     lines = [f"# {doc.get('title', 'Held-out transfer matrix')}", "", *incomplete_banner(doc), *caveats_banner(doc),
              *not_scored_banner(doc), header_table(doc),

@@ -18,6 +18,7 @@ from automon.report.columns import (
     metric_headers,
     metric_names,
     metric_values,
+    quotes_in,
 )
 from automon.schema import SUBSETS
 
@@ -47,12 +48,13 @@ def groups_of(m: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
 def metrics_table_md(m: Mapping[str, Any]) -> str:
     """One row per group: overall, each subset, each category, each task."""
     fk = far_keys(m["overall"])
-    rows = [[OVERALL if by == OVERALL else f"{by}: {g}", *metric_cells(v, fk)] for by, g, v in groups_of(m)]
-    return md_table(["group", *metric_headers(fk)], rows)
+    ev = quotes_in([m["overall"]])
+    rows = [[OVERALL if by == OVERALL else f"{by}: {g}", *metric_cells(v, fk, evidence=ev)] for by, g, v in groups_of(m)]
+    return md_table(["group", *metric_headers(fk, evidence=ev)], rows)
 
 
-def metrics_legend() -> str:
-    return (f"{legend()}; — = undefined (empty denominator or no P(yes)). CIs: percentile bootstrap "
+def metrics_legend(evidence: bool = False) -> str:
+    return (f"{legend(evidence)}; — = undefined (empty denominator or no P(yes)). CIs: percentile bootstrap "
             "resampling pairs (a contrast control with the pair of its source item).")
 
 
@@ -71,6 +73,7 @@ def matrix_rows(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Map
     """
     by_label = {m["label"]: m for m in monitors}
     base = next((m for m in monitors if m["label"] == "base"), None)
+    ev = quotes_in(metrics[m["name"]]["overall"] for m in monitors)  # the evidence columns, if any monitor quotes
     out = []
     for label in row_order(list(by_label)):
         mon = by_label[label]
@@ -83,7 +86,8 @@ def matrix_rows(monitors: Sequence[Mapping[str, Any]], metrics: Mapping[str, Map
             out.append({
                 "row": label, "monitor": mon["name"], "trained_on": mon.get("trained_on"), "test": col,
                 "in_distribution": bool(mon.get("trained_on") and mon.get("trained_on") == col),
-                **dict(zip(metric_names(fk, deltas=True), metric_values(g, fk, deltas=True, base=b))),
+                **dict(zip(metric_names(fk, deltas=True, evidence=ev),
+                           metric_values(g, fk, deltas=True, base=b, evidence=ev))),
             })
     return out
 
@@ -110,7 +114,8 @@ def write_matrix_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 
 def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
     """Two tables (MR, FAR): rows = training subset, columns = test subset; cells = value [CI] (Δ vs base).
-    In-distribution cells (trained and tested on the same subset) are bold."""
+    In-distribution cells (trained and tested on the same subset) are bold. Where some monitor quotes its
+    evidence, a third: right for the right reason (RRR [CI], with the number of samples with gold)."""
     labels = list(dict.fromkeys(r["row"] for r in rows))
     cols = list(dict.fromkeys(r["test"] for r in rows))
     cell = {(r["row"], r["test"]): r for r in rows}
@@ -134,6 +139,21 @@ def matrix_md(rows: Sequence[Mapping[str, Any]]) -> str:
         parts.append("\n".join(lines))
     note = ("Cells: point estimate [95% bootstrap CI, pairs resampled, a contrast control with its pair] (change against the base model). "
             "Bold: in-distribution (trained and tested on the same subset).")
+    if rows and "rrr" in rows[0]:  # some monitor quotes its evidence (report.columns: the evidence columns)
+        lines = ["### Right for the right reason (RRR = flagged with a quote on a gold span / misbehavior samples "
+                 "with gold evidence), higher is better", "",
+                 "| trained on \\ tested on | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for lab in labels:
+            cells = []
+            for c in cols:
+                r = cell.get((lab, c))
+                txt = "" if r is None else fmt_ci(r["rrr"], (r["rrr_lo"], r["rrr_hi"]), 2) + (
+                    "" if is_nan(r["n_gold"]) else f" ({r['n_gold']} gold)")
+                cells.append(f"**{txt}**" if r is not None and r["in_distribution"] else txt)
+            lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+        note += (" RRR cells: over the misbehavior samples that carry gold evidence (\"n gold\": how many); "
+                 "— for a monitor that does not quote.")
     return "\n\n".join(parts) + "\n\n" + note + "\n"
 
 

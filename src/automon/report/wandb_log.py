@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from automon.metrics import to_jsonable
-from automon.report.columns import far_keys, metric_names, metric_values
+from automon.report.columns import far_keys, metric_names, metric_values, quotes_in
 from automon.report.tables import groups_of, matrix_fields, robustness_rows
 
 log = logging.getLogger(__name__)
@@ -20,9 +20,10 @@ def eval_tables(monitors: Sequence[Mapping[str, Any]], docs: Mapping[str, Mappin
     `matrix` (matrix.csv's rows), and with stress= `robustness` (robustness.csv's). `monitors` are
     Monitor.describe() dicts; `docs[name]` their metrics."""
     fk = far_keys(docs[monitors[0]["name"]]["overall"])
-    rows = [[m["name"], m["label"], by, g, *metric_values(v, fk)]
+    ev = quotes_in(docs[m["name"]]["overall"] for m in monitors)
+    rows = [[m["name"], m["label"], by, g, *metric_values(v, fk, evidence=ev)]
             for m in monitors for by, g, v in groups_of(docs[m["name"]])]
-    out: dict[str, Table] = {"metrics": (["monitor", "row", "group_by", "group", *metric_names(fk)],
+    out: dict[str, Table] = {"metrics": (["monitor", "row", "group_by", "group", *metric_names(fk, evidence=ev)],
                                          to_jsonable(rows))}
     if matrix:
         fields = matrix_fields(matrix)
@@ -35,12 +36,14 @@ def eval_tables(monitors: Sequence[Mapping[str, Any]], docs: Mapping[str, Mappin
 
 
 def eval_summary(monitors: Sequence[Mapping[str, Any]], docs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """`<row label>/<column>` for each monitor's overall numbers in the brief columns."""
+    """`<row label>/<column>` for each monitor's overall numbers in the brief columns (the evidence ones
+    for a monitor that quotes)."""
     out: dict[str, Any] = {}
     for m in monitors:
         o = docs[m["name"]]["overall"]
-        out.update({f"{m['label']}/{k}": v for k, v in zip(metric_names([], brief=True),
-                                                            metric_values(o, [], brief=True))})
+        ev = quotes_in([o])
+        out.update({f"{m['label']}/{k}": v for k, v in zip(metric_names([], brief=True, evidence=ev),
+                                                            metric_values(o, [], brief=True, evidence=ev))})
     return to_jsonable(out)
 
 
