@@ -84,3 +84,34 @@ def retired_message(wordings: str) -> str | None:
     return (f"wordings {wordings} was retired with {CURRENT.title}, whose labels supersede it; its builds, adapters "
             f"and evaluations are reproduced by the commit that last built it: `git checkout {commit}` "
             f"(docs/data.md \"Releases\")")
+
+
+def _records(path) -> list[dict]:
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def compare_splits(old_path, new_path, except_fields: tuple[str, ...] = ("evidence",)) -> dict:
+    """Two builds' split files field by field: the same ids in the same order, every field but
+    `except_fields` equal. Returns the count of samples, of fields changed per name (the excepted
+    ones too, for the record) and up to 20 differences in the others ("id field"); no differences
+    means the later release keeps every text and label of the earlier."""
+    old, new = _records(old_path), _records(new_path)
+    changed: dict[str, int] = {}
+    differences = []
+    if [r["id"] for r in old] != [r["id"] for r in new]:
+        differences.append(f"the ids differ ({len(old)} vs {len(new)} samples, or another order)")
+    for a, b in zip(old, new):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                changed[key] = changed.get(key, 0) + 1
+                if key not in except_fields and len(differences) < 20:
+                    differences.append(f"{a.get('id')} {key}")
+    import hashlib
+    from pathlib import Path
+
+    digest = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in (old_path, new_path)]
+    return {"old_sha256": digest[0], "new_sha256": digest[1], "samples": len(new), "fields_changed": dict(sorted(changed.items())), "except": list(except_fields),
+            "differences": differences}
