@@ -49,6 +49,12 @@ RELEASES = (
             test_sha256="1bcdc05f191bed9a98536788f0d9247a47d98b0a6c77ac606b3ac6190da20fa1",
             train_sha256="9387eadc15b425b97e0d966edbf7743bbad00407361c4e0cdcd7adf0a55e8a27",
             manifest_sha256="9eac8acb51de6478a4809b4918f9b278d286476d76e90a62e59b90dd6e6e1f97", date="2026-11-28"),
+    # 1.0 with gold evidence on every misbehavior test sample (build-v4; docs/data.md "Gold evidence"): every
+    # sample's id, text, label and meta are 1.0's (docs/results/automon-bench-1.1.compare.json)
+    Release(name="automon-bench", version="1.1", wordings="v9", build_version="build-v4",
+            test_sha256="8dcfbb7ae101024390b25490eaf5657c4b118f7fe6ab3aa70090f70a72d7e560",
+            train_sha256="251f5d2b084a44c90b420f8a70b89b9a3d317e3112d58fbc5abefd373e8fbdb9",
+            manifest_sha256="ac4c3496dcabbfd184a72956b05bd0946ffa6f982a558329c8ec674e3aec46b6", date="2026-11-29"),
 )
 CURRENT = RELEASES[-1]
 
