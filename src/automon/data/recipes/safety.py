@@ -248,8 +248,9 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
 def safety_qa_recipe(ctx) -> list[Item]:
     w = ctx.cfg.wordings
     verdicts = _verdicts(ctx, "safety_qa")
-    # The gold evidence was marked on the release's test replies: it applies where the verdicts do.
-    gold = load_gold(SAFETY_QA_GOLD) if verdicts is not None else None
+    # The gold evidence was marked on the real sources' test replies: it applies where their verdicts do
+    # (not to a synthetic tree, nor with annotations exported from one).
+    gold = load_gold(SAFETY_QA_GOLD) if verdicts is not None and not verdicts.synthetic else None
     items = safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, prefilter=bool(w.safety_annotations),
                             verdicts=verdicts, gold=gold)
     return _capped(ctx, "safety_qa", items, verdicts)
