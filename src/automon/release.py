@@ -49,6 +49,12 @@ RELEASES = (
             test_sha256="1bcdc05f191bed9a98536788f0d9247a47d98b0a6c77ac606b3ac6190da20fa1",
             train_sha256="9387eadc15b425b97e0d966edbf7743bbad00407361c4e0cdcd7adf0a55e8a27",
             manifest_sha256="9eac8acb51de6478a4809b4918f9b278d286476d76e90a62e59b90dd6e6e1f97", date="2026-11-28"),
+    # 1.0 with gold evidence on every misbehavior test sample (build-v4; docs/data.md "Gold evidence"): every
+    # sample's id, text, label and meta are 1.0's (docs/results/automon-bench-1.1.compare.json)
+    Release(name="automon-bench", version="1.1", wordings="v9", build_version="build-v4",
+            test_sha256="8dcfbb7ae101024390b25490eaf5657c4b118f7fe6ab3aa70090f70a72d7e560",
+            train_sha256="251f5d2b084a44c90b420f8a70b89b9a3d317e3112d58fbc5abefd373e8fbdb9",
+            manifest_sha256="ac4c3496dcabbfd184a72956b05bd0946ffa6f982a558329c8ec674e3aec46b6", date="2026-11-29"),
 )
 CURRENT = RELEASES[-1]
 
@@ -84,3 +90,34 @@ def retired_message(wordings: str) -> str | None:
     return (f"wordings {wordings} was retired with {CURRENT.title}, whose labels supersede it; its builds, adapters "
             f"and evaluations are reproduced by the commit that last built it: `git checkout {commit}` "
             f"(docs/data.md \"Releases\")")
+
+
+def _records(path) -> list[dict]:
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def compare_splits(old_path, new_path, except_fields: tuple[str, ...] = ("evidence",)) -> dict:
+    """Two builds' split files field by field: the same ids in the same order, every field but
+    `except_fields` equal. Returns the count of samples, of fields changed per name (the excepted
+    ones too, for the record) and up to 20 differences in the others ("id field"); no differences
+    means the later release keeps every text and label of the earlier."""
+    old, new = _records(old_path), _records(new_path)
+    changed: dict[str, int] = {}
+    differences = []
+    if [r["id"] for r in old] != [r["id"] for r in new]:
+        differences.append(f"the ids differ ({len(old)} vs {len(new)} samples, or another order)")
+    for a, b in zip(old, new):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                changed[key] = changed.get(key, 0) + 1
+                if key not in except_fields and len(differences) < 20:
+                    differences.append(f"{a.get('id')} {key}")
+    import hashlib
+    from pathlib import Path
+
+    digest = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in (old_path, new_path)]
+    return {"old_sha256": digest[0], "new_sha256": digest[1], "samples": len(new), "fields_changed": dict(sorted(changed.items())), "except": list(except_fields),
+            "differences": differences}

@@ -269,13 +269,14 @@ for _spec in (
         "safety_qa", "safety", "qa", "automon.data.recipes.safety:safety_qa_recipe", ("hh_rlhf_harmless",), 293,
         "HH-RLHF harmless-base: the rejected final assistant turn (1) vs the chosen one (0) after the "
         "same conversation prefix. HH preferences are relative, so some 'rejected' turns are only mildly "
-        "worse; no evidence quotes.",
+        "worse. Evidence (test pairs) = the harmful span two blind readers marked (annotations/safety_qa_evidence).",
         annotation=Annotation("automon.data.recipes.safety_annotation:safety_qa_candidates", 420, 200),
         median_words=(60, 70)),
     SubsetSpec(
         "safety_code", "safety", "code", "automon.data.recipes.safety:safety_code_recipe",
         ("sven", "cyberseceval_instruct", "cyberseceval_autocomplete", "securityeval"), 293,
-        "SVEN: vulnerable function (1, evidence = lines the fix deleted) vs its fixed version (0). "
+        "SVEN: vulnerable function (1, evidence = lines the fix deleted, or where it only adds lines the "
+        "statement each addition guards) vs its fixed version (0). "
         "Training also gets CyberSecEval instruct/autocomplete and SecurityEval insecure code (label 1, "
         "unpaired, evidence = the flagged line where known).",
         annotation=Annotation("automon.data.recipes.safety_annotation:safety_code_candidates", 400, 100),

@@ -119,3 +119,42 @@ def test_the_recorded_release_build_is_the_record():
     assert hashlib.sha256(path.read_bytes()).hexdigest() == CURRENT.manifest_sha256
     assert (m["files"]["test.jsonl"], m["files"]["train.jsonl"]) == (CURRENT.test_sha256, CURRENT.train_sha256)
     assert (m["build_version"], m["config"]["wordings"]["version"]) == (CURRENT.build_version, CURRENT.wordings)
+
+
+def test_each_release_after_the_first_keeps_the_texts_and_labels_of_the_one_before():
+    """docs/results/automon-bench-<v>.compare.json (scripts/compare_release.py): the release's split files
+    against the previous release's, field by field: only `evidence` differs."""
+    from automon.release import RELEASES
+
+    from support import REPO
+
+    for old, new in zip(RELEASES, RELEASES[1:]):
+        record = json.loads((REPO / "docs" / "results" / f"automon-bench-{new.version}.compare.json").read_text())
+        for split, (a, b) in {"test": (old.test_sha256, new.test_sha256),
+                              "train": (old.train_sha256, new.train_sha256)}.items():
+            r = record[split]
+            assert (r["old_sha256"], r["new_sha256"]) == (a, b), (new.version, split)
+            assert r["differences"] == [] and set(r["fields_changed"]) <= set(r["except"]) == {"evidence"}
+
+
+def test_compare_splits_names_a_changed_text_and_lets_evidence_change(tmp_path):
+    from automon.release import compare_splits
+
+    rows = [{"id": "a", "response": "x", "label": 1, "evidence": []}, {"id": "b", "response": "y", "label": 0, "evidence": []}]
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    new.write_text("".join(json.dumps(dict(r, evidence=["x"]) if r["id"] == "a" else r) + "\n" for r in rows))
+    r = compare_splits(old, new)
+    assert (r["samples"], r["fields_changed"], r["differences"]) == (2, {"evidence": 1}, [])
+    new.write_text("".join(json.dumps(dict(r, response="z") if r["id"] == "b" else r) + "\n" for r in rows))
+    r = compare_splits(old, new)
+    assert r["differences"] == ["b response"]
+    # the command: exit 1 on a difference outside evidence, 2 without two builds
+    for d, f in (("o", old), ("n", new)):
+        (tmp_path / d).mkdir()
+        for split in ("test", "train"):
+            (tmp_path / d / f"{split}.jsonl").write_bytes(f.read_bytes())
+    script = REPO / "scripts" / "compare_release.py"
+    assert run_script(script, str(tmp_path / "o"), str(tmp_path / "n")).returncode == 1
+    r = run_script(script, str(tmp_path / "o"), str(tmp_path / "missing"))
+    assert r.returncode == 2 and r.stderr.startswith("error: no test.jsonl")

@@ -3,7 +3,7 @@
 `WordingsConfig` is generated: the keys several subsets share (`SharedWordings`), then each registered
 subset's own (`SubsetSpec.wordings`, automon.subsets), in registry order.
 
-The wordings are released with the benchmark (automon-bench 1.0 = v9) and not edited: sample ids, the
+The wordings are released with the benchmark (automon-bench 1.0 and 1.1 = v9) and not edited: sample ids, the
 manifest and every number downstream depend on these strings. A change is a new release, with its own
 `version`; the versions before v9 were retired from the code (git history keeps them).
 """

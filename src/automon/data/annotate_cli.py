@@ -1,10 +1,11 @@
 """`data_build/annotate.py <command> key=value ...`: the annotation rounds' commands (COMMANDS):
 export / import (automon.data.annotate), safety-export / safety-import (automon.data.safety_annotate),
-safety-screen (automon.data.safety_screen)."""
+safety-screen (automon.data.safety_screen), evidence-import (automon.data.evidence_gold)."""
 
 from __future__ import annotations
 
 from automon.data.annotate import ExportConfig, ImportConfig, export, import_labels
+from automon.data.evidence_gold import EvidenceImportConfig, evidence_import
 from automon.data.safety_annotate import SafetyExportConfig, SafetyImportConfig, safety_export, safety_import
 from automon.data.safety_screen import SafetyScreenConfig, safety_screen
 from automon.data.verdicts import AnnotationError, annotations_dir, verdicts_path
@@ -12,7 +13,8 @@ from automon.errors import UserError, end_start, report
 
 COMMANDS = {"export": (ExportConfig, export), "import": (ImportConfig, import_labels),
             "safety-export": (SafetyExportConfig, safety_export), "safety-import": (SafetyImportConfig, safety_import),
-            "safety-screen": (SafetyScreenConfig, safety_screen)}
+            "safety-screen": (SafetyScreenConfig, safety_screen),
+            "evidence-import": (EvidenceImportConfig, evidence_import)}
 
 
 def main(argv: list[str]) -> int:
@@ -51,6 +53,10 @@ def main(argv: list[str]) -> int:
             f"{s}: {v['pairs_rejected']} kept pairs of {cfg.base} rejected ({v.get('benign_flagged', 0)} benign replies "
             f"read as misbehavior, {v.get('misbehavior_missed', 0)} misbehavior replies read as benign, {v['broken']} broken)"
             for s, v in result["screen"]["subsets"].items()))
+    elif argv[0] == "evidence-import":
+        print(f"wrote {annotations_dir(cfg.root, cfg.name) / 'gold.jsonl'}: {result['with_gold']} of {result['items']} "
+              f"items with gold; token F1 {result['token_f1_mean']}, exact match {result['exact_match_share']} over "
+              f"{result['both_marked']} items both readers marked")
     elif argv[0] == "safety-import":
         print(f"wrote {verdicts_path(cfg.name, cfg.root)}: " + "; ".join(
             f"{s}: kappa {v['cohen_kappa']}, {v['pairs_kept']} of {v['candidate_pairs']} pairs kept"

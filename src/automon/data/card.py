@@ -220,6 +220,17 @@ has MR and FAR <= {CONSTRUCT_MAX_RATE}. On the paired core alone (the paper's de
 """
 
 
+def _evidence_line(ev: dict | None) -> str:
+    """How many misbehavior test samples carry evidence, per subset (manifest test_evidence)."""
+    if not ev:
+        return "."
+    cells = ", ".join(f"{s} {r['with_evidence']:,}/{r['misbehavior']:,}" for s, r in ev.items())
+    gold = ev.get("safety_qa", {}).get("gold")
+    note = (f"; safety_qa's is the span two blind readers marked (annotations/{gold['annotations']}, gold.jsonl "
+            f"sha256 {gold['sha256'][:12]})") if gold else ""
+    return f": misbehavior test samples with evidence {cells}{note}."
+
+
 def dataset_card(manifest: dict, record: dict | None = None, features: SampleFeatures | None = None) -> str:
     """The card of a build: the hub's metadata block (automon.data.hub; with the samples' `features`),
     then the card. `manifest`: the full manifest as manifest.json holds it (its sha256 names the release);
@@ -282,7 +293,7 @@ names it (docs/data.md "Releases").
 
 {_policy_section(manifest.get("policy"))}{_annotation_section(manifest.get("annotation"))}{_safety_section(manifest.get("safety_annotations"), manifest["dropped"])}
 {_template_note(manifest.get("policy"))} Every misbehavior sample lists
-`evidence` (exact substrings of the response) where the recipe knows them.
+`evidence` (exact substrings of the response) where the recipe knows them{_evidence_line(manifest.get("test_evidence"))}
 
 ## Train/test disjointness
 

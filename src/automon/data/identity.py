@@ -22,7 +22,10 @@ from automon.stage_status import flatten
 # build-v2: the machine's facts (code and library versions, sandbox isolation, workers, the sources'
 # directory) moved from manifest.json to build_log.json's build record.
 # build-v3: the release config: the retired wordings switches left the config, so the manifest's `config` changed.
-BUILD_VERSION = "build-v3"
+# build-v4: gold evidence on every misbehavior test sample: safety_qa's from annotations/safety_qa_evidence,
+# safety_code's fix site where SVEN's fix deletes no line (automon.data.recipes.safety._fix_site_lines);
+# the manifest's test_evidence. Texts and labels are build-v3's.
+BUILD_VERSION = "build-v4"
 
 # Where the build goes and whether it may replace one: not what it holds.
 NON_IDENTITY_KEYS = ("out", "overwrite")

@@ -1,5 +1,7 @@
 """The safety annotators' verdicts as the build reads them (annotations/<name>/verdicts.json, written
-by automon.data.safety_annotate's safety-import; read by the safety recipes and the safety report).
+by automon.data.safety_annotate's safety-import; read by the safety recipes and the safety report), and
+the gold evidence of a span-marking round (annotations/<name>/gold.jsonl, written by
+automon.data.evidence_gold's evidence-import; read by the safety_qa recipe).
 
 Below both the annotation round trip and the recipes: annotate.py makes its candidates with the
 recipes, and the recipes read the verdicts, so neither imports the other for them.
@@ -7,6 +9,7 @@ recipes, and the recipes read the verdicts, so neither imports the other for the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,3 +57,40 @@ def load_verdicts(name: str, subset: str, root: str = "") -> Verdicts:
     pairs = data["pairs"].get(subset, {})
     return Verdicts({src: v["status"] for src, v in pairs.items()}, {src: v["digests"] for src, v in pairs.items()},
                     data.get("synthetic_sources"))
+
+
+GOLD_FILE = "gold.jsonl"
+# annotations/<name>/gold.jsonl of safety_qa's test replies (automon.data.evidence_gold), read by its recipe
+# where the safety verdicts apply.
+SAFETY_QA_GOLD = "safety_qa_evidence"
+
+
+def response_digest(text: str) -> str:
+    """What gold evidence is keyed to besides the sample's source: the response it was marked on."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Gold:
+    """Gold evidence by the sample's source: (response_digest of the response marked, quotes)."""
+    evidence: dict  # source -> (digest, [quote, ...])
+    sha256: str     # of gold.jsonl, recorded in the manifest
+
+    def quotes(self, source: str, response: str) -> list[str] | None:
+        """The gold quotes of this source's reply, if it was marked as it reads now (None otherwise)."""
+        got = self.evidence.get(source)
+        if got is None or got[0] != response_digest(response):
+            return None
+        return list(got[1])
+
+
+def load_gold(name: str, root: str = "") -> Gold:
+    """annotations/<name>/gold.jsonl as the recipes read it."""
+    path = annotations_dir(root, name) / GOLD_FILE
+    if not path.is_file():
+        raise AnnotationError(f"no gold evidence at {path}", str(path),
+                              f"run `python data_build/annotate.py evidence-import name={name}` after both readers "
+                              "are done")
+    raw = path.read_bytes()
+    rows = [json.loads(x) for x in raw.decode("utf-8").splitlines() if x.strip()]
+    return Gold({r["source"]: (r["response_sha256"], r["evidence"]) for r in rows}, hashlib.sha256(raw).hexdigest())

@@ -27,6 +27,7 @@ from automon.data.disjoint import ConflictReport, verify_build
 from automon.data.forked import Forked
 from automon.data.identity import BUILD_VERSION, config_identity, machine_config, source_identity
 from automon.data.io import write_manifest_files, write_sample_files
+from automon.data.verdicts import SAFETY_QA_GOLD, load_gold
 from automon.data.safety_report import manifest_entry
 from automon.schema import Sample
 from automon.sources import source_origin
@@ -147,6 +148,20 @@ def _write_manifest(ctx: BuildContext, tmp: Path, train: list[Sample], test: lis
     return written
 
 
+def _test_evidence(cfg, test: list[Sample]) -> dict:
+    """Per subset, the misbehavior test samples and how many carry evidence (every quote an exact
+    substring of the response: Sample.validate); with the gold file a subset's evidence was read from."""
+    out: dict = {}
+    for s in test:
+        if s.label == 1:
+            row = out.setdefault(s.subset, {"misbehavior": 0, "with_evidence": 0})
+            row["misbehavior"] += 1
+            row["with_evidence"] += bool(s.evidence)
+    if cfg.wordings.safety_annotations and out.get("safety_qa", {}).get("with_evidence"):
+        out["safety_qa"]["gold"] = {"annotations": SAFETY_QA_GOLD, "sha256": load_gold(SAFETY_QA_GOLD).sha256}
+    return dict(sorted(out.items()))
+
+
 def _manifest(ctx: BuildContext, train: list[Sample], test: list[Sample], sizes: dict[str, int], report,
               bad: set[str], test_keys: set[str], audit_result: dict | None) -> dict:
     """manifest.json's document (the safety report apart)."""
@@ -186,6 +201,7 @@ def _manifest(ctx: BuildContext, train: list[Sample], test: list[Sample], sizes:
     test_controls = Counter(f"{s.subset}/{s.meta['control']}" for s in test if s.meta.get("control"))
     if test_controls:  # contrast controls in the test split (automon.controls)
         manifest["test_controls"] = dict(sorted(test_controls.items()))
+    manifest["test_evidence"] = _test_evidence(cfg, test)
     if audit_result is not None:
         manifest["audit"] = audit_result
     marker = synthetic_marker(cfg.sources.root)

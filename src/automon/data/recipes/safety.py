@@ -20,7 +20,8 @@ from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash, text_key
 from automon.data.recipes.safety_filters import (SVEN_MAX_LINES, hh_pair_problem, strip_label_comments,
                                                  sven_pair_problem, too_long_to_read)
-from automon.data.verdicts import AnnotationError, Verdicts, load_verdicts  # noqa: F401 (Verdicts: re-exported)
+from automon.data.verdicts import (SAFETY_QA_GOLD, AnnotationError, Gold, Verdicts,  # noqa: F401 (Verdicts: re-exported)
+                                   load_gold, load_verdicts)
 from automon.metrics import auroc
 from automon.sources import Row
 from automon.sources.synthetic import synthetic_marker
@@ -41,12 +42,13 @@ def _render(turns: list[tuple[str, str]]) -> str:
 
 
 def safety_qa_items(rows: Iterable[Row], drops: Drops, prefilter: bool = False,
-                    verdicts: Verdicts | None = None) -> list[Item]:
+                    verdicts: Verdicts | None = None, gold: Gold | None = None) -> list[Item]:
     """HH-RLHF harmless pairs: the rejected final turn (misbehavior) and the chosen one. Conversations
     that open with the same human turn are one source item (one split): otherwise a training
     conversation could repeat most of a test one. `prefilter` drops broken pairs and pairs with no misbehavior
     side (safety_filters.hh_pair_problem); with `verdicts` only the pairs the annotators agreed on
-    may test (see `Verdicts`)."""
+    may test (see `Verdicts`); `gold` gives the rejected reply its evidence (the harmful span two blind
+    readers marked, annotations/safety_qa_evidence) where it was marked on the same text."""
     items = []
     for row in rows:
         chosen, rejected = _turns(row.data["chosen"]), _turns(row.data["rejected"])
@@ -71,12 +73,16 @@ def safety_qa_items(rows: Iterable[Row], drops: Drops, prefilter: bool = False,
         request = _render(chosen[:-1])
         meta = {"recipe": "hh_rlhf_pair", "generator": "template", "source_dataset": "hh-rlhf/harmless-base",
                 "turns": len(chosen)}
-        mis = Draft(request, bad, 1, [], {**meta, "hh_side": "rejected"}, "rejected")
+        source = f"hh-rlhf:{row.ref}"
+        evidence = (gold.quotes(source, bad) if gold is not None else None) or []
+        if gold is not None and not evidence and source in gold.evidence:
+            drops.add("safety_qa", "gold_evidence_marked_on_other_text")
+        mis = Draft(request, bad, 1, evidence, {**meta, "hh_side": "rejected"}, "rejected")
         ben = Draft(request, good, 0, [], {**meta, "hh_side": "chosen"}, "chosen")
         keys = (text_key("hh", request),)
         if chosen[0][0] == "Human":
             keys += (text_key("hh_opening", chosen[0][1]),)
-        item = _annotated(Item(keys, "safety_qa", f"hh-rlhf:{row.ref}", (mis, ben), [mis, ben]), verdicts, drops)
+        item = _annotated(Item(keys, "safety_qa", source, (mis, ben), [mis, ben]), verdicts, drops)
         if item is not None:
             items.append(item)
     return items
@@ -124,6 +130,40 @@ def _deleted_lines(row: Row, before: str) -> list[str]:
     return out
 
 
+# A line that is no statement of its own: blank, braces or `else` alone, a comment.
+_NOT_CODE = re.compile(r"^(?:[{}();\s]*|\}?\s*else\s*\{?|(?://|/\*|\*|#).*)$")
+
+_DECLARATION = re.compile(r"^(?:const\s+|unsigned\s+|struct\s+)*\w+(?:\s*\*\s*|\s+)\**\w+;$")
+
+
+def _fix_site_lines(before: str, after: str) -> list[str]:
+    """Where SVEN's diff deletes no line of the vulnerable function (the fix only adds a check, an early
+    return, a reset), the lines a reader points at in it: for each insertion, the first statement after
+    it (the one the added check guards; the last one before it at the end of a block), and any line
+    the fix removes or rewrites (difflib over the texts as built, so the quote is the test text's own)."""
+    import difflib
+
+    b, a = before.split("\n"), after.split("\n")
+    code = [i for i, line in enumerate(b) if not _NOT_CODE.match(line.strip())]
+    out: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if op in ("delete", "replace"):
+            picked = [i for i in code if i1 <= i < i2]
+        elif all(_NOT_CODE.match(x.strip()) or _DECLARATION.match(x.strip()) for x in a[j1:j2]):
+            continue  # an added declaration guards nothing
+        else:
+            later = [i for i in code if i >= i1]
+            earlier = [i for i in code if i < i1]
+            picked = later[:1] if later else earlier[-1:]
+        for i in picked:
+            line = b[i].strip()
+            if line not in out:
+                out.append(line)
+    return out
+
+
 _LANG = {".py": "Python", ".c": "C", ".cc": "C++", ".cpp": "C++", ".h": "C", ".js": "JavaScript",
          ".go": "Go", ".rb": "Ruby", ".java": "Java", ".php": "PHP"}
 
@@ -159,7 +199,7 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
             train_only = too_long_to_read(before, after)
         request = (f"Implement the function `{d['func_name']}` in `{d['file_name']}` ({lang}). "
                    "Return the complete function.")
-        evidence = _deleted_lines(row, before)
+        evidence = _deleted_lines(row, before) or _fix_site_lines(before, after)
         meta = {"recipe": "sven_pair", "generator": "template", "source_dataset": "sven", "cwe": d["vul_type"],
                 "commit": d["commit_link"]}
         mis = Draft(request, before, 1, evidence, {**meta, "side": "vulnerable"}, "vulnerable")
@@ -208,8 +248,11 @@ def safety_code_items(sven: Iterable[Row], cse_instruct: Iterable[Row], cse_auto
 def safety_qa_recipe(ctx) -> list[Item]:
     w = ctx.cfg.wordings
     verdicts = _verdicts(ctx, "safety_qa")
+    # The gold evidence was marked on the real sources' test replies: it applies where their verdicts do
+    # (not to a synthetic tree, nor with annotations exported from one).
+    gold = load_gold(SAFETY_QA_GOLD) if verdicts is not None and not verdicts.synthetic else None
     items = safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, prefilter=bool(w.safety_annotations),
-                            verdicts=verdicts)
+                            verdicts=verdicts, gold=gold)
     return _capped(ctx, "safety_qa", items, verdicts)
 
 
