@@ -9,14 +9,17 @@ caps, changed wordings: numbers on it are not the benchmark's).
 
 How a release is made (docs/data.md "Releases"): a new wordings file (conf/wordings/<v>.yaml, the only
 one) and/or a new BUILD_VERSION, a real build from the recorded sources, its manifest recorded under
-docs/results (build-local-<v>.manifest.json), a Release appended below with the build's three hashes,
+docs/results (automon-bench-<version>.manifest.json), a Release appended below with the build's three hashes,
 and a git tag `bench-<version>` on the commit that builds it. The wordings it supersedes leave the
 code: RETIRED_WORDINGS says which commit still builds each one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 
@@ -93,8 +96,6 @@ def retired_message(wordings: str) -> str | None:
 
 
 def _records(path) -> list[dict]:
-    import json
-
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -115,9 +116,6 @@ def compare_splits(old_path, new_path, except_fields: tuple[str, ...] = ("eviden
                 changed[key] = changed.get(key, 0) + 1
                 if key not in except_fields and len(differences) < 20:
                     differences.append(f"{a.get('id')} {key}")
-    import hashlib
-    from pathlib import Path
-
     digest = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in (old_path, new_path)]
-    return {"old_sha256": digest[0], "new_sha256": digest[1], "samples": len(new), "fields_changed": dict(sorted(changed.items())), "except": list(except_fields),
-            "differences": differences}
+    return {"old_sha256": digest[0], "new_sha256": digest[1], "samples": len(new),
+            "fields_changed": dict(sorted(changed.items())), "except": list(except_fields), "differences": differences}
