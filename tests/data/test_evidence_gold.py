@@ -159,6 +159,17 @@ def test_sven_evidence_is_the_deleted_lines_else_the_fix_site():
     deleted = {"deleted": [{"line_no": 4, "line": "    memcpy(b->data, src, len);\n"}], "added": []}
     mis = safety_code_items([sven(VULN, VULN.replace("len);", "b->size);"), deleted)], [], [], [], Drops())[0]
     assert mis.test_pair[0].evidence == ["memcpy(b->data, src, len);"]
+    # a fix that deletes only a comment (and adds the check) is a fix that only adds: the comment is no evidence
+    commented = VULN.replace("    memcpy", "    /* len was checked by the caller */\n    memcpy")
+    comment_only = {"deleted": [{"line_no": 4, "line": "    /* len was checked by the caller */\n"}], "added": []}
+    mis = safety_code_items([sven(commented, FIXED, comment_only)], [], [], [], Drops())[0].test_pair[0]
+    assert mis.evidence == ["memcpy(b->data, src, len);"]
+
+
+def test_a_dereference_or_a_preprocessor_line_is_code_and_a_comment_is_not():
+    assert _fix_site_lines("void f(void)\n{\n    *state = 0;\n}", "void f(void)\n{\n    if (!state)\n        return;\n"
+                           "    *state = 0;\n}") == ["*state = 0;"]
+    assert _fix_site_lines("#define N 8\n/* size */\nchar b[N];", "#define N 16\n/* size */\nchar b[N];") == ["#define N 8"]
 
 
 # ---------------------------------------------------------------- the shipped round and the real build

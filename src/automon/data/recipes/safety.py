@@ -121,17 +121,20 @@ def _changes(row: Row) -> dict:
 
 
 def _deleted_lines(row: Row, before: str) -> list[str]:
+    """The code lines SVEN's fix deletes from the vulnerable function (a deleted comment or brace is no
+    evidence: a monitor quoting it has not found the flaw)."""
     changes = _changes(row)
     out = []
     for ch in changes.get("deleted", []):
         line = ch.get("line", "").rstrip("\n").strip()
-        if line and line in before and line not in out:
+        if line and not _NOT_CODE.match(line) and line in before and line not in out:
             out.append(line)
     return out
 
 
-# A line that is no statement of its own: blank, braces or `else` alone, a comment.
-_NOT_CODE = re.compile(r"^(?:[{}();\s]*|\}?\s*else\s*\{?|(?://|/\*|\*|#).*)$")
+# A line that is no statement of its own: blank, braces or `else` alone, a comment (`//`, `/*`, a block
+# comment's `*` continuation or `# ` text; not `*p = 0;`, a dereference, nor `#define`, a preprocessor line).
+_NOT_CODE = re.compile(r"^(?:[{}();\s]*|\}?\s*else\s*\{?|(?://|/\*).*|\*(?:[\s/].*)?|#(?:\s.*)?)$")
 
 _DECLARATION = re.compile(r"^(?:const\s+|unsigned\s+|struct\s+)*\w+(?:\s*\*\s*|\s+)\**\w+;$")
 
@@ -149,12 +152,11 @@ def _fix_site_lines(before: str, after: str) -> list[str]:
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes():
         if op == "equal":
             continue
-        if op in ("delete", "replace"):
-            picked = [i for i in code if i1 <= i < i2]
-        elif all(_NOT_CODE.match(x.strip()) or _DECLARATION.match(x.strip()) for x in a[j1:j2]):
-            continue  # an added declaration guards nothing
-        else:
-            later = [i for i in code if i >= i1]
+        picked = [i for i in code if i1 <= i < i2]  # code the fix removes or rewrites
+        if not picked and op != "delete":  # an insertion (or a comment replaced by code): what it guards
+            if all(_NOT_CODE.match(x.strip()) or _DECLARATION.match(x.strip()) for x in a[j1:j2]):
+                continue  # an added declaration guards nothing
+            later = [i for i in code if i >= i2]
             earlier = [i for i in code if i < i1]
             picked = later[:1] if later else earlier[-1:]
         for i in picked:
