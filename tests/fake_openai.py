@@ -8,6 +8,8 @@ The `fake_openai` fixture (conftest.py) starts one per test.
   with, one each, before `status` applies again (e.g. [429, 503]);
 - an error's body echoes the request's Authorization header, as some servers do, so a test can
   check that the key is scrubbed from what is recorded;
+- `respond`: when set, a function of the request's JSON body that returns (answer, top_logprobs) for
+  that request in place of `answer` and `top_logprobs` (answers that differ by sample);
 - `seen`: every request, as {"body": the JSON body, "auth": the Authorization header}.
 """
 
@@ -22,6 +24,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.answer = "yes"
         self.top_logprobs = {"yes": -0.2, "No": -1.8}
+        self.respond = None
         self.status = 200
         self.script: list[int] = []
         self.seen: list[dict] = []
@@ -53,14 +56,16 @@ class FakeOpenAI:
             status = self.script.pop(0) if self.script else self.status
         if status != 200:
             return status, {"error": {"message": f"the server failed (HTTP {status}); key {auth}", "type": "x"}}
+        answer, top_logprobs = self.respond(body) if self.respond else (self.answer, self.top_logprobs)
         logprobs = None
         if body.get("logprobs"):
-            top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in self.top_logprobs.items()]
-            first = top[0] if top else {"token": self.answer, "logprob": 0.0, "bytes": None}
+            top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in top_logprobs.items()]
+            first = top[0] if top else {"token": answer, "logprob": 0.0, "bytes": None}
             logprobs = {"content": [{**first, "top_logprobs": top}]}
         return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
                      "choices": [{"index": 0, "finish_reason": "stop", "logprobs": logprobs,
-                                  "message": {"role": "assistant", "content": self.answer}}]}
+                                  "message": {"role": "assistant", "content": answer}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
     def close(self) -> None:
         self.httpd.shutdown()

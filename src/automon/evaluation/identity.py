@@ -92,6 +92,9 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
         "monitors": {m.name: {"label": m.row, "adapter_hash": m.artifact_hash} for m in monitors},
         "metrics_version": METRICS_VERSION,
     }
+    source = c.backend.source_identity()
+    if source is not None:  # only then (backend=inspect_log: the log's bytes), so other identities stay as they were
+        ident["source"] = source
     if c.detectors:  # only then, so an evaluation without detectors keeps the identity it had
         # the fused monitors' scores are computed by these versions' features, detectors and fusion
         ident["ood"] = {"detectors": DETECTORS_VERSION, "nll": NLL_VERSION, "features": FEATURES_VERSION,
