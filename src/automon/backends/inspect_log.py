@@ -144,7 +144,8 @@ class InspectLogConfig(BackendConfig):
 
     def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         i = self.info()
-        return {"inspect_log_sha256": i.sha256, "model": i.model}
+        # (the generation budget was the task's; kept so that every backend's key has the same parts)
+        return {"inspect_log_sha256": i.sha256, "model": i.model, **self.generation_identity(prompt_kind)}
 
     def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "InspectLogJudge":
         if adapters:
