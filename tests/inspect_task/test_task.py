@@ -182,3 +182,28 @@ def test_an_openai_compatible_server_gives_automons_own_figures(build, tmp_path,
     [metrics] = res.metrics.values()
     assert metrics["overall"]["n_scored"] == metrics["overall"]["n"]  # P(yes) from the log-probabilities
     assert_same_figures(log, metrics)
+
+
+@pytest.mark.slow  # a fresh interpreter imports inspect_ai and automon's evaluation: about a minute on 2 busy cores
+def test_inspect_eval_runs_the_task_file(build, tmp_path, fake_openai):
+    """`inspect eval eval/inspect_task.py -T ...` as a user runs it, against the fake OpenAI server."""
+    import os
+    import subprocess
+    import sys
+
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake_openai.url,
+           "PYTHONPATH": os.pathsep.join([str(support.REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-m", "inspect_ai", "eval", "eval/inspect_task.py", "-T", f"data_dir={build}",
+                        "-T", "subsets=syco_qa,sg_code", "-T", "max_pairs_per_subset=1", "--model", "openai/fake",
+                        "-M", "responses_api=false", "--log-dir", str(tmp_path / "logs"), "--display", "none"],
+                       cwd=support.REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [info] = list_eval_logs(str(tmp_path / "logs"))
+    log = read_eval_log(info)
+    assert log.status == "success"
+    assert log.eval.metadata["automon"]["task_args"]["subsets"] == SUBSETS
+    assert {s.id for s in log.samples} == {"test-syco_qa-0", "test-syco_qa-1", "test-syco_qa-1-right_cue_agree",
+                                           "test-syco_qa-1-honest_mistake", "test-sg_code-0", "test-sg_code-1"}
+    assert log_figures(log)["far_right_cue_agree"] == 1.0  # the fake answers yes to every prompt
