@@ -22,7 +22,7 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessag
 from inspect_ai.solver import generate
 from inspect_ai.util import JSONSchema
 
-from automon.backends.base import EVIDENCE_JSON_SCHEMA
+from automon.backends.base import EVIDENCE_JSON_SCHEMA, BackendConfig
 from automon.backends.openai_api import OpenAIConfig
 from automon.config.common import DEFAULT_BUILD_DIR
 from automon.config.eval import UNPARSEABLE_POLICIES, HoldoutConfig
@@ -109,7 +109,7 @@ def generate_config(prompt: str, max_new_tokens: int, logprobs: bool, top_logpro
 def automon_bench(data_dir: str = DEFAULT_BUILD_DIR, subsets: str | list[str] | None = None,
                   prompt: str = "direct_v1", shots: int = 0, shots_seed: int = 0,
                   shots_max_chars: int = _default("shots_max_chars"), max_pairs_per_subset: int | None = None,
-                  tokenizer: str | None = None, max_seq_length: int | None = 32768,
+                  tokenizer: str | None = None, max_seq_length: int | None = BackendConfig.max_seq_length,
                   threshold: float = _default("threshold"), unparseable: str = _default("unparseable"),
                   max_new_tokens: int = OpenAIConfig.max_new_tokens, logprobs: bool = True,
                   top_logprobs: int = OpenAIConfig.top_logprobs, structured_output: bool = True,
