@@ -118,7 +118,10 @@ class InspectLogConfig(BackendConfig):
         return log_info(str(self.log))
 
     def check_model(self, model: Any) -> None:
-        """The log names its model; model= only stays out of the way (its default is fine)."""
+        """The log names its model: model= only names nothing (leave it at its default), never the API placeholder."""
+        if model.name == API_MODEL:
+            raise ConfigError(f"model={API_MODEL} is the placeholder for backend=openai; backend=inspect_log takes "
+                              "its model from the log (leave model= at its default)")
 
     def check_eval(self, c: Any) -> None:
         """The evaluation asks for the prompts the log answered: the task's arguments, key by key."""
