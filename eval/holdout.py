@@ -6,6 +6,7 @@ Usage:
     python eval/holdout.py sweep_dir=runs/sweep1                   # every adapter in it + the base model -> matrix
     python eval/holdout.py backend=openai model=api backend.model_name=gpt-4o-mini   # any OpenAI-compatible server
     python eval/holdout.py adapter=runs/x/adapter model=tiny backend=hf data.dir=data/builds/default output_dir=evals/x  # CPU
+    python eval/holdout.py backend=inspect_log backend.log=logs/<log>.eval   # an inspect eval of eval/inspect_task.py
 
 Outputs and settings: docs/evaluation.md.
 """

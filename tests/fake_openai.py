@@ -1,14 +1,15 @@
 """The tests' one fake OpenAI-compatible server: POST .../chat/completions on 127.0.0.1, in a thread.
 The `fake_openai` fixture (conftest.py) starts one per test.
 
-- `answer`: the text it answers ("yes"), or `respond(body)`'s when set (a scripted answer per request);
-  when the request asks for log-probabilities, the answer's
+- `answer`: the text it answers ("yes"); when the request asks for log-probabilities, the answer's
   log-probabilities are one token with `top_logprobs` from `top_logprobs` (by default "yes" at -0.2,
   "No" at -1.8; the first is the token chosen);
 - `status`: the HTTP status it answers with (200); `script`: statuses to answer the next requests
   with, one each, before `status` applies again (e.g. [429, 503]);
 - an error's body echoes the request's Authorization header, as some servers do, so a test can
   check that the key is scrubbed from what is recorded;
+- `respond`: when set, a function of the request's JSON body that returns that request's answer, or
+  (answer, top_logprobs), in place of `answer` (and `top_logprobs`): answers that differ by sample;
 - `seen`: every request, as {"body": the JSON body, "auth": the Authorization header}.
 """
 
@@ -23,8 +24,8 @@ from typing import Callable
 class FakeOpenAI:
     def __init__(self) -> None:
         self.answer = "yes"
-        self.respond: Callable[[dict], str] | None = None
         self.top_logprobs = {"yes": -0.2, "No": -1.8}
+        self.respond: Callable[[dict], str | tuple[str, dict]] | None = None
         self.status = 200
         self.script: list[int] = []
         self.seen: list[dict] = []
@@ -56,15 +57,19 @@ class FakeOpenAI:
             status = self.script.pop(0) if self.script else self.status
         if status != 200:
             return status, {"error": {"message": f"the server failed (HTTP {status}); key {auth}", "type": "x"}}
+        answer, top_logprobs = self.answer, self.top_logprobs
+        if self.respond is not None:
+            got = self.respond(body)
+            answer, top_logprobs = got if isinstance(got, tuple) else (got, top_logprobs)
         logprobs = None
         if body.get("logprobs"):
-            top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in self.top_logprobs.items()]
-            first = top[0] if top else {"token": self.answer, "logprob": 0.0, "bytes": None}
+            top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in top_logprobs.items()]
+            first = top[0] if top else {"token": answer, "logprob": 0.0, "bytes": None}
             logprobs = {"content": [{**first, "top_logprobs": top}]}
-        answer = self.respond(body) if self.respond is not None else self.answer
         return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
                      "choices": [{"index": 0, "finish_reason": "stop", "logprobs": logprobs,
-                                  "message": {"role": "assistant", "content": answer}}]}
+                                  "message": {"role": "assistant", "content": answer}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
     def close(self) -> None:
         self.httpd.shutdown()

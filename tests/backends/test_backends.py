@@ -20,6 +20,9 @@ from automon.monitors import JudgeMonitor
 from automon.backends import BACKENDS, BackendConfig, JudgeResult, JudgeTiming
 
 BASE = JudgeMonitor("base", "base")
+# an inspect log of automon's task (every subset, one pair each, the mock model answering yes), made by
+# eval/inspect_task.py's task with inspect-ai 0.3.285
+INSPECT_LOG = Path(__file__).parent / "data" / "inspect_mock.eval"
 ADAPTER = JudgeMonitor("run_a", "sg_code", artifact_dir=Path("/runs/run_a/adapter"), artifact_hash="a" * 64)
 
 # backend -> (overrides it needs, identity changes, non-identity changes)
@@ -43,7 +46,15 @@ CASES = {
               ["backend.batch_size=3", "backend.chunk_size=7"]),
     # a rule's predictions are keyed by its monitor's hash (the rule and REFERENCE_VERSION); no model reads
     "reference": ([], [], ["model=tiny", "backend.chunk_size=7", "backend.rules=[agrees]"]),
+    # the log's bytes (sha256) and model are its identity: another log is another evaluation
+    "inspect_log": ([f"backend.log={INSPECT_LOG}"], [], ["model=tiny", "backend.chunk_size=7"]),
 }
+
+
+def _needs(name: str) -> None:
+    """backend=inspect_log reads its log at start-up: with inspect-ai only (the inspect extra)."""
+    if name == "inspect_log":
+        pytest.importorskip("inspect_ai")
 
 
 def test_every_backend_has_a_case_here():
@@ -54,6 +65,7 @@ def test_every_backend_has_a_case_here():
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_option_composes_into_its_own_schema(name):
+    _needs(name)
     c = compose([f"backend={name}", *CASES[name][0]])
     assert type(c.backend) is BACKENDS[name] and c.backend.name == name
 
@@ -68,6 +80,7 @@ def test_backend_name_cannot_be_swapped_under_a_schema():
 # ---------------------------------------------------------------- cache identity
 
 def _key(name: str, extra: Sequence[str] = (), m: JudgeMonitor = BASE, prompt_kind: str = "direct") -> dict[str, Any]:
+    _needs(name)
     return cache_key(compose([f"backend={name}", *CASES[name][0], *extra]), m, prompt_kind)
 
 

@@ -349,6 +349,15 @@ PROMPTS = sorted(p.stem for p in (REPO / "conf" / "prompt").glob("*.yaml"))
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_every_config_combination_composes(backend, model, prompt):
     ov = [f"backend={backend}", f"model={model}", f"prompt={prompt}"]
+    if backend == "inspect_log":  # a log of the direct prompt (tests/backends/data), read at start-up
+        pytest.importorskip("inspect_ai")
+        ov.append(f"backend.log={REPO / 'tests' / 'backends' / 'data' / 'inspect_mock.eval'}")
+        if prompt != "direct_v1" and model != "api":
+            from automon.config.eval import ConfigError
+
+            with pytest.raises(ConfigError, match=r"set prompt\.name=direct_v1"):
+                compose(ov)
+            return
     if model == "api":
         if backend != "openai":
             from automon.config.eval import ConfigError

@@ -23,6 +23,7 @@ from automon.backends.base import (  # noqa: F401
     single_token_ids,
 )
 from automon.backends.hf import HFConfig
+from automon.backends.inspect_log import InspectLogConfig
 from automon.backends.openai_api import OpenAIConfig
 from automon.backends.probe import ProbeConfig
 from automon.backends.reference import ReferenceConfig
@@ -30,7 +31,8 @@ from automon.backends.vllm_engine import VLLMConfig
 
 # backend= option -> its schema. Each schema's `name` default is its option name.
 BACKENDS: dict[str, type[BackendConfig]] = {cls.name: cls for cls in (VLLMConfig, HFConfig, OpenAIConfig,
-                                                                                  ProbeConfig, ReferenceConfig)}
+                                                                                  ProbeConfig, ReferenceConfig,
+                                                                                  InspectLogConfig)}
 
 
 def make_judge(cfg: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> Judge:

@@ -112,9 +112,17 @@ class BackendConfig:
             raise ConfigError(f"model={API_MODEL} is the placeholder for backend=openai; pick a real model "
                               f"(e.g. model=qwen3_4b_instruct_2507) for backend={self.name}")
 
+    def check_eval(self, c: Any) -> None:
+        """Refuse an evaluation this backend cannot serve (c: the whole HoldoutConfig, checked at start-up)."""
+
     def model_label(self, model: Any) -> str:
         """The model's name in output directories and report titles."""
         return model.name
+
+    def source_identity(self) -> dict[str, Any] | None:
+        """Where the predictions come from when not from a model this config names (backend=inspect_log:
+        the log's file, sha256, task and model): recorded in identity.json and metrics.json. None: a model."""
+        return None
 
     def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         """What decides this backend's predictions besides the prompt, the adapter's weights and the
@@ -197,6 +205,29 @@ def p_yes_from_text_logprobs(top: Iterable[tuple[str, float]], pos_word: str, ne
     if py + pn <= 0.0:
         return None, 0.0
     return py / (py + pn), py + pn
+
+
+def read_answer(text: str, content: Sequence[Any] | None, prompt_kind: str) -> JudgeResult:
+    """A generated answer as a judge result: the text, and P(yes) (direct: at the first token) or P(true)
+    (evidence: at the verdict token) when per-token log-probabilities came with it. `content`: the
+    tokens in the OpenAI shape (each with .token, .logprob, .top_logprobs of .token/.logprob), as the
+    OpenAI API and inspect_ai's ModelOutput both give them; None or empty when none came back."""
+    content = content or []
+    p = mass = None
+    if content:
+        if prompt_kind == "direct":
+            k: int | None = 0
+            pos, neg = "yes", "no"
+        else:
+            k = verdict_position([c.token for c in content])
+            pos, neg = "true", "false"
+        if k is not None:
+            c = content[k]
+            top = [(t.token, t.logprob) for t in (c.top_logprobs or [])]
+            if not any(t == c.token for t, _ in top):
+                top.append((c.token, c.logprob))
+            p, mass = p_yes_from_text_logprobs(top, pos, neg)
+    return JudgeResult(p_yes=p, mass=mass if p is not None else None, text=text)
 
 
 def verdict_position(token_texts: Sequence[str]) -> int | None:

@@ -32,8 +32,7 @@ from automon.backends.base import (
     JudgeResult,
     JudgeTiming,
     LoraAdapter,
-    p_yes_from_text_logprobs,
-    verdict_position,
+    read_answer,
 )
 
 
@@ -141,22 +140,7 @@ def request_body(req: JudgeRequest, *, prompt_kind: str, model: str, cfg: OpenAI
 def read_choice(choice: Any, prompt_kind: str) -> JudgeResult:
     """Text and (when logprobs came back) P(yes) / P(true) from one chat-completion choice."""
     text = (choice.message.content or "") if choice.message else ""
-    content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-    p = mass = None
-    if content:
-        if prompt_kind == "direct":
-            k: int | None = 0
-            pos, neg = "yes", "no"
-        else:
-            k = verdict_position([c.token for c in content])
-            pos, neg = "true", "false"
-        if k is not None:
-            c = content[k]
-            top = [(t.token, t.logprob) for t in (c.top_logprobs or [])]
-            if not any(t == c.token for t, _ in top):
-                top.append((c.token, c.logprob))
-            p, mass = p_yes_from_text_logprobs(top, pos, neg)
-    return JudgeResult(p_yes=p, mass=mass if p is not None else None, text=text)
+    return read_answer(text, getattr(getattr(choice, "logprobs", None), "content", None), prompt_kind)
 
 
 class OpenAIJudge:

@@ -213,6 +213,7 @@ class HoldoutConfig:
                               "be >= 1 (the confidence intervals need replicates; 1000 is the default) and "
                               "bootstrap.ci in (0, 1)")
         self._check_ood()
+        b.check_eval(self)
 
     def _check_ood(self) -> None:
         bad = [d for d in self.detectors if d not in DETECTORS]

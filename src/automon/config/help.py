@@ -97,7 +97,7 @@ _SCHEMAS: dict[str, tuple[str, str]] = {
     "probe": ("automon.config.probe:ProbeTrainConfig",
               "Every key: src/automon/config/probe.py; docs/evaluation.md (probes)."),
     "holdout": ("automon.config.eval:HoldoutConfig",
-                "Groups: model=<conf/model/*.yaml>, prompt=<name>, backend=vllm|hf|openai (each backend adds "
+                "Groups: model=<conf/model/*.yaml>, prompt=<name>, backend=vllm|hf|openai|probe|reference|inspect_log (each backend adds "
                 "its own backend.* keys: src/automon/backends/<backend>.py). Every key: "
                 "src/automon/config/eval.py; docs/evaluation.md."),
 }

@@ -98,6 +98,8 @@ def header(c: HoldoutConfig, inputs: Inputs, m: Monitor, scored: Scored) -> dict
         "n_shortened": sum(1 for r in inputs.items if r.shortened), "max_seq_length": c.backend.max_seq_length,
         # every setting of the backend (an API key is never a setting: only its variable's name is)
         "backend_config": asdict(c.backend),
+        # where the answers came from when no model was asked (backend=inspect_log: the log, its sha256, model)
+        **({"source": src} if (src := c.backend.source_identity()) is not None else {}),
         "cache": {"dir": str(cache.root), "key": cache.key, "file": cache.path.name},
         "code_version": code_version(), "library_versions": library_versions(),
     }

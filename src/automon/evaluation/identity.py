@@ -96,6 +96,9 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
     }
     if any(m.gives_quotes for m in monitors):  # only then, so an evaluation without quotes keeps its identity
         ident["evidence_version"] = EVIDENCE_VERSION  # its evidence figures (and quote columns) are this rule's
+    source = c.backend.source_identity()
+    if source is not None:  # only then (backend=inspect_log: the log's bytes), so other identities stay as they were
+        ident["source"] = source
     if c.detectors:  # only then, so an evaluation without detectors keeps the identity it had
         # the fused monitors' scores are computed by these versions' features, detectors and fusion
         ident["ood"] = {"detectors": DETECTORS_VERSION, "nll": NLL_VERSION, "features": FEATURES_VERSION,
