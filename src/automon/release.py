@@ -55,9 +55,9 @@ RELEASES = (
     # 1.0 with gold evidence on every misbehavior test sample (build-v4; docs/data.md "Gold evidence"): every
     # sample's id, text, label and meta are 1.0's (docs/results/automon-bench-1.1.compare.json)
     Release(name="automon-bench", version="1.1", wordings="v9", build_version="build-v4",
-            test_sha256="8dcfbb7ae101024390b25490eaf5657c4b118f7fe6ab3aa70090f70a72d7e560",
-            train_sha256="251f5d2b084a44c90b420f8a70b89b9a3d317e3112d58fbc5abefd373e8fbdb9",
-            manifest_sha256="ac4c3496dcabbfd184a72956b05bd0946ffa6f982a558329c8ec674e3aec46b6", date="2026-11-29"),
+            test_sha256="d8885e3d1a213c8f42b1d3ef1655514b03fa1d322ccd73257b93a142e38abdff",
+            train_sha256="b1e5d1fd24220cf4bc71ec05da9029711d762a8311d99a268ba899454a56051e",
+            manifest_sha256="8d6ce1f3a54c4debe030daf695bb878a5ae56228a9eecdbd9ec1609db357d172", date="2026-11-29"),
 )
 CURRENT = RELEASES[-1]
 
