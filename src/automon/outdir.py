@@ -8,6 +8,7 @@ them imports another for it.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -93,8 +94,25 @@ def remove_dirs(created: list[Path]) -> None:
             break
 
 
-# Written into every directory publish() makes: a directory holding it is automon's to replace; any other
-# non-empty directory is the user's and is never touched.
+# An evaluation's output set lists its files here (automon.evaluation.publish): a rerun that writes fewer
+# (no stress= this time, a sweep of fewer runs) removes the rest, and eval.publish copies only these.
+OUTPUT_SET = ".automon-outputs.json"
+
+
+def output_files(out_dir: Path) -> set[str] | None:
+    """The files (relative paths) of the output set in `out_dir`, None where it lists none (results from
+    before output sets were listed)."""
+    try:
+        doc = json.loads((Path(out_dir) / OUTPUT_SET).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else None
+
+
+# Written into every directory publish() makes, listing the files it wrote there: a directory holding it is
+# automon's to replace, but only as far as the list goes; any other non-empty directory, and any file the
+# list does not name (a note the user added to a published study), is the user's and is never touched.
 PUBLISHED_MARKER = ".automon-published"
 
 
@@ -102,19 +120,78 @@ class PublishError(UserError):
     """eval.publish names a place publishing would destroy something it did not write."""
 
 
+def _files_under(d: Path) -> list[str]:
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def published_files(dest: Path) -> set[str] | None:
+    """The files an earlier publish wrote in `dest` (its marker's list), None without a marker. A marker
+    that lists nothing readable (an older publish's plain-text one) lists no file: what is there is
+    then the user's as far as anyone can tell."""
+    try:
+        doc = json.loads((dest / PUBLISHED_MARKER).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return set()
+    files = doc.get("files") if isinstance(doc, dict) else None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
+
+
+def write_published_marker(d: Path) -> None:
+    """Mark `d` as publish's, listing every file in it (the next publish removes those and no other)."""
+    doc = {"written_by": "automon's eval.publish: the next publish replaces the files listed here, no other",
+           "files": _files_under(d)}
+    (d / PUBLISHED_MARKER).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
 def check_publish_dest(dest: Path, sources: Iterable[Path] = ()) -> None:
     """Refuse (PublishError) a publish destination that is a file, a non-empty directory an earlier publish
-    did not write (no PUBLISHED_MARKER: a user's notes, a committed study, docs/results), or one that is,
-    holds or lies inside a directory the results are read from (an evaluation's own output dir: replacing
-    it would delete its identity, cache and monitors). Called at start-up and again before replacing."""
-    dest = Path(dest).resolve()
+    did not write (no PUBLISHED_MARKER: a user's notes, a committed study, docs/results) or that holds a
+    file its marker does not list (a note added since), or one that is, holds or lies inside a directory
+    the results are read from (an evaluation's own output dir: replacing it would delete its identity,
+    cache and monitors). Called at start-up and again before replacing."""
+    key = "eval.publish"
+    dest = resolved(dest, key)
     if dest.exists() and not dest.is_dir():
-        raise PublishError(f"eval.publish={dest} is a file", "eval.publish", "name a new or empty directory")
+        raise PublishError(f"{key}={dest} is a file", key, "name a new or empty directory")
     for src in sources:
-        src = Path(src).resolve()
+        src = resolved(src, key)
         if dest == src or src in dest.parents or dest in src.parents:
-            raise PublishError(f"eval.publish={dest} overlaps {src}, which the published results are read from",
-                               "eval.publish", "publish to a directory of its own, outside every evaluation's output")
-    if dest.is_dir() and any(dest.iterdir()) and not (dest / PUBLISHED_MARKER).is_file():
-        raise PublishError(f"eval.publish={dest} holds files that eval.publish did not write (no {PUBLISHED_MARKER})",
-                           "eval.publish", "publishing replaces its directory: name a new or empty one")
+            raise PublishError(f"{key}={dest} overlaps {src}, which the published results are read from",
+                               key, "publish to a directory of its own, outside every evaluation's output")
+    if not dest.is_dir() or not any(dest.iterdir()):
+        return
+    listed = published_files(dest)
+    if listed is None:
+        raise PublishError(f"{key}={dest} holds files that eval.publish did not write (no {PUBLISHED_MARKER})",
+                           key, "publishing replaces its directory: name a new or empty one")
+    foreign = [f for f in _files_under(dest) if f != PUBLISHED_MARKER and f not in listed]
+    if foreign:
+        shown = ", ".join(foreign[:6]) + (f" (+{len(foreign) - 6} more)" if len(foreign) > 6 else "")
+        raise PublishError(f"{key}={dest} holds files that no earlier publish wrote (its {PUBLISHED_MARKER} does not "
+                           f"list them): {shown}", key,
+                           "move them elsewhere, or name a new or empty directory (publishing replaces its own "
+                           "files, never another's)")
+
+
+def remove_published(dest: Path) -> None:
+    """Remove what an earlier publish wrote in `dest` (the files its marker lists, the marker, then the
+    directories they leave empty), and `dest` itself once empty; PublishError if anything else is there."""
+    listed = published_files(dest) or set()
+    for rel in sorted(listed):
+        p = dest / rel
+        if p.is_file() or p.is_symlink():
+            p.unlink()
+    (dest / PUBLISHED_MARKER).unlink(missing_ok=True)
+    for d in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+    try:
+        dest.rmdir()
+    except OSError:
+        raise PublishError(f"eval.publish={dest} holds files that no earlier publish wrote: "
+                           f"{', '.join(_files_under(dest)[:6])}", "eval.publish",
+                           "move them elsewhere and rerun the same command") from None

@@ -202,7 +202,7 @@ def test_publishing_never_replaces_what_it_did_not_write(tmp_path):
     """eval.publish replaced whatever directory it named (a user's notes, docs/results, the evaluation's own
     output). Now it refuses, at start-up, a file, a non-empty directory without its marker, and any place that
     overlaps an evaluation's output; a directory an earlier publish wrote (the marker) is replaced."""
-    from automon.outdir import PUBLISHED_MARKER
+    from automon.outdir import PUBLISHED_MARKER, write_published_marker
     from automon.pipeline import PipelineError
 
     notes = tmp_path / "results"
@@ -216,7 +216,10 @@ def test_publishing_never_replaces_what_it_did_not_write(tmp_path):
         _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'afile'}")
     with pytest.raises(PipelineError, match="overlaps"):
         _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'evals' / 'smoke'}")
-    (notes / PUBLISHED_MARKER).write_text("")
+    (notes / PUBLISHED_MARKER).write_text("written by an older publish, listing no file")
+    with pytest.raises(PipelineError, match="no earlier publish wrote.*notes.md"):  # a marker is not a licence
+        _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={notes}")
+    write_published_marker(notes)  # now notes.md is one an earlier publish wrote
     _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={notes}")  # an earlier publish's: accepted
     _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'new'}")
 
@@ -241,6 +244,16 @@ def test_publish_itself_refuses_a_directory_it_did_not_write(tmp_path):
     dest = publish({"x": ev}, combined, tmp_path / "pub")
     assert (dest / PUBLISHED_MARKER).is_file() and (dest / "x" / "report.md").read_text() == "r"
     assert publish({"x": ev}, combined, dest) == dest  # its own: replaced
+    (dest / "x" / "my-notes.md").write_text("added after publishing")  # not publish's: kept, and refused
+    with pytest.raises(PublishError, match="no earlier publish wrote.*my-notes.md"):
+        publish({"x": ev}, combined, dest)
+    assert (dest / "x" / "my-notes.md").read_text() == "added after publishing" and (dest / "x" / "report.md").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dir left behind
+    (dest / "x" / "my-notes.md").unlink()
+    (ev / "report.md").write_text("r2")
+    publish({"x": ev}, combined, dest)
+    assert (dest / "x" / "report.md").read_text() == "r2" and [p.name for p in tmp_path.iterdir()
+                                                              if p.name.startswith(".")] == []
 
 
 def test_the_probes_of_a_probe_evaluation_are_a_stage_of_their_own(tmp_path):

@@ -12,10 +12,11 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from automon.outdir import PUBLISHED_MARKER, check_publish_dest
+from automon.outdir import check_publish_dest, output_files, remove_published, write_published_marker
 from automon.report import markdown, plots, tables
 from automon.report.columns import far_keys, metric_cells, metric_headers
 from automon.schema import SUBSETS
@@ -98,38 +99,54 @@ def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, di
     return "\n".join(lines)
 
 
+# What publish copies of each evaluation, besides its predictions (gzipped)
+_COPIED = ("report.md", "metrics.json", "config.yaml", "timing.json", "matrix.csv", "matrix.md", "heatmap.png",
+           "curves.png", "pareto.png", "robustness.csv", "robustness.png")
+
+
 def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_state: Path | None = None) -> Path:
     """Copy what a reader needs to check every number: the combined results, and per evaluation its
-    report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime). `dest` is
-    replaced only if it is empty or an earlier publish wrote it (check_publish_dest)."""
+    report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime), only files
+    of its current output set (output_files: a stale robustness.csv or monitors/<old>/ of an earlier run
+    is not passed off as this one's). `dest` must be new, empty or an earlier publish's (check_publish_dest);
+    of an earlier publish only the files its marker lists are replaced, and nothing is left half-written
+    (the copy is made beside it and renamed in)."""
     check_publish_dest(dest, [combined, *evals.values()])
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(combined, tmp)
-    for ev, d in evals.items():
-        d = Path(d)
-        t = tmp / ev
-        t.mkdir(parents=True)
-        for f in ("report.md", "metrics.json", "config.yaml", "timing.json", "matrix.csv", "matrix.md",
-                  "heatmap.png", "curves.png", "pareto.png", "robustness.csv", "robustness.png"):
-            if (d / f).exists():
-                shutil.copy2(d / f, t / f)
-        if (d / "stressed_samples.jsonl").exists():  # what the monitors saw under stress=
-            with open(d / "stressed_samples.jsonl", "rb") as src, \
-                    gzip.GzipFile(t / "stressed_samples.jsonl.gz", "wb", mtime=0) as gz:
-                shutil.copyfileobj(src, gz)
-        for pred in sorted(d.glob("**/predictions.jsonl")):
-            rel = pred.relative_to(d)
-            (t / rel.parent).mkdir(parents=True, exist_ok=True)
-            with open(pred, "rb") as src, gzip.GzipFile(t / rel.parent / (rel.name + ".gz"), "wb", mtime=0) as gz:
-                shutil.copyfileobj(src, gz)
-            report = pred.parent / "report.md"
-            if report.exists() and pred.parent != d:
-                shutil.copy2(report, t / rel.parent / "report.md")
-    if pipeline_state is not None and Path(pipeline_state).exists():
-        shutil.copy2(pipeline_state, tmp / "pipeline_state.json")
-    (tmp / PUBLISHED_MARKER).write_text("written by automon's eval.publish: the next publish may replace this "
-                                        "directory\n")
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.publish-", dir=dest.parent))
+    try:
+        shutil.rmtree(tmp)
+        shutil.copytree(combined, tmp)
+        for ev, d in evals.items():
+            _copy_evaluation(Path(d), tmp / ev)
+        if pipeline_state is not None and Path(pipeline_state).exists():
+            shutil.copy2(pipeline_state, tmp / "pipeline_state.json")
+        write_published_marker(tmp)
+        check_publish_dest(dest, [combined, *evals.values()])  # again: a file may have appeared since start-up
+        if dest.exists():
+            remove_published(dest)
+        tmp.rename(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def _copy_evaluation(d: Path, t: Path) -> None:
+    own = output_files(d)  # None: results from before output sets listed their files
+    t.mkdir(parents=True)
+    for f in _COPIED:
+        if (d / f).exists() and (own is None or f in own):
+            shutil.copy2(d / f, t / f)
+    preds = [d / f for f in own if Path(f).name == "predictions.jsonl"] if own is not None else \
+        sorted(d.glob("**/predictions.jsonl"))
+    if (d / "stressed_samples.jsonl").exists() and (own is None or "stressed_samples.jsonl" in own):
+        preds.append(d / "stressed_samples.jsonl")  # what the monitors saw under stress=
+    for pred in sorted(preds):
+        rel = pred.relative_to(d)
+        (t / rel.parent).mkdir(parents=True, exist_ok=True)
+        with open(pred, "rb") as src, gzip.GzipFile(t / rel.parent / (rel.name + ".gz"), "wb", mtime=0) as gz:
+            shutil.copyfileobj(src, gz)
+        report = pred.parent / "report.md"
+        if report.exists() and pred.parent != d:
+            shutil.copy2(report, t / rel.parent / "report.md")
