@@ -111,8 +111,9 @@ def output_files(out_dir: Path) -> set[str] | None:
 
 
 # Written into every directory publish() makes, listing the files it wrote there: a directory holding it is
-# automon's to replace, but only as far as the list goes; any other non-empty directory, and any file the
-# list does not name (a note the user added to a published study), is the user's and is never touched.
+# automon's to publish into, and the next publish replaces the files listed, no other; any other non-empty
+# directory is the user's and is never touched, and a file the list does not name (a README written beside
+# the results, a note added since) stays as it is.
 PUBLISHED_MARKER = ".automon-published"
 
 
@@ -120,14 +121,15 @@ class PublishError(UserError):
     """eval.publish names a place publishing would destroy something it did not write."""
 
 
-def _files_under(d: Path) -> list[str]:
+def files_under(d: Path) -> list[str]:
+    """Every file under `d`, as sorted relative paths."""
     return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() or p.is_symlink())
 
 
 def published_files(dest: Path) -> set[str] | None:
     """The files an earlier publish wrote in `dest` (its marker's list), None without a marker. A marker
-    that lists nothing readable (an older publish's plain-text one) lists no file: what is there is
-    then the user's as far as anyone can tell."""
+    that lists nothing readable (an older publish's plain-text one) lists no file: what is there is then
+    the user's as far as anyone can tell, and stays."""
     try:
         doc = json.loads((dest / PUBLISHED_MARKER).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -139,18 +141,15 @@ def published_files(dest: Path) -> set[str] | None:
 
 
 def write_published_marker(d: Path) -> None:
-    """Mark `d` as publish's, listing every file in it (the next publish removes those and no other)."""
-    doc = {"written_by": "automon's eval.publish: the next publish replaces the files listed here, no other",
-           "files": _files_under(d)}
-    (d / PUBLISHED_MARKER).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    """Mark `d` as publish's, listing every file in it (the next publish replaces those and no other)."""
+    _write_marker(d, set(files_under(d)))
 
 
 def check_publish_dest(dest: Path, sources: Iterable[Path] = ()) -> None:
     """Refuse (PublishError) a publish destination that is a file, a non-empty directory an earlier publish
-    did not write (no PUBLISHED_MARKER: a user's notes, a committed study, docs/results) or that holds a
-    file its marker does not list (a note added since), or one that is, holds or lies inside a directory
-    the results are read from (an evaluation's own output dir: replacing it would delete its identity,
-    cache and monitors). Called at start-up and again before replacing."""
+    did not write (no PUBLISHED_MARKER: a user's notes, a committed study, docs/results), or one that is,
+    holds or lies inside a directory the results are read from (an evaluation's own output dir: replacing
+    it would delete its identity, cache and monitors). Called at start-up and again before publishing."""
     key = "eval.publish"
     dest = resolved(dest, key)
     if dest.exists() and not dest.is_dir():
@@ -160,38 +159,44 @@ def check_publish_dest(dest: Path, sources: Iterable[Path] = ()) -> None:
         if dest == src or src in dest.parents or dest in src.parents:
             raise PublishError(f"{key}={dest} overlaps {src}, which the published results are read from",
                                key, "publish to a directory of its own, outside every evaluation's output")
-    if not dest.is_dir() or not any(dest.iterdir()):
-        return
-    listed = published_files(dest)
-    if listed is None:
+    if dest.is_dir() and any(dest.iterdir()) and published_files(dest) is None:
         raise PublishError(f"{key}={dest} holds files that eval.publish did not write (no {PUBLISHED_MARKER})",
-                           key, "publishing replaces its directory: name a new or empty one")
-    foreign = [f for f in _files_under(dest) if f != PUBLISHED_MARKER and f not in listed]
-    if foreign:
-        shown = ", ".join(foreign[:6]) + (f" (+{len(foreign) - 6} more)" if len(foreign) > 6 else "")
-        raise PublishError(f"{key}={dest} holds files that no earlier publish wrote (its {PUBLISHED_MARKER} does not "
-                           f"list them): {shown}", key,
-                           "move them elsewhere, or name a new or empty directory (publishing replaces its own "
-                           "files, never another's)")
+                           key, "publishing writes only into a new or empty directory or one of its own: name one")
 
 
-def remove_published(dest: Path) -> None:
-    """Remove what an earlier publish wrote in `dest` (the files its marker lists, the marker, then the
-    directories they leave empty), and `dest` itself once empty; PublishError if anything else is there."""
-    listed = published_files(dest) or set()
-    for rel in sorted(listed):
+def replace_published(new: Path, dest: Path) -> None:
+    """Move the files under `new` into `dest` in place of what an earlier publish wrote there (the files its
+    marker lists), leaving every other file as it is; PublishError, before anything changes, when a new
+    file would replace one no publish wrote. The marker lists both sets until the old files are gone (a
+    kill half-way leaves them known to the next publish), then the new set."""
+    dest.mkdir(parents=True, exist_ok=True)
+    earlier = published_files(dest) or set()
+    incoming = set(files_under(new))
+    clash = sorted(f for f in incoming if f not in earlier and (dest / f).exists())
+    if clash:
+        raise PublishError(f"eval.publish={dest} holds files that no earlier publish wrote where this one writes: "
+                           f"{', '.join(clash[:6])}", "eval.publish",
+                           "move them elsewhere (or name another directory) and rerun the same command")
+    _write_marker(dest, earlier | incoming)
+    for rel in sorted(earlier - incoming):
         p = dest / rel
-        if p.is_file() or p.is_symlink():
-            p.unlink()
-    (dest / PUBLISHED_MARKER).unlink(missing_ok=True)
-    for d in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        try:
-            d.rmdir()
-        except OSError:
-            pass
-    try:
-        dest.rmdir()
-    except OSError:
-        raise PublishError(f"eval.publish={dest} holds files that no earlier publish wrote: "
-                           f"{', '.join(_files_under(dest)[:6])}", "eval.publish",
-                           "move them elsewhere and rerun the same command") from None
+        p.unlink(missing_ok=True)
+        for d in p.parents:
+            if d == dest or dest not in d.parents:
+                break
+            try:
+                d.rmdir()
+            except OSError:
+                break
+    for rel in sorted(incoming):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(new / rel, dest / rel)
+    _write_marker(dest, incoming)
+
+
+def _write_marker(d: Path, files: set[str]) -> None:
+    doc = {"written_by": "automon's eval.publish: the next publish replaces the files listed here, no other",
+           "files": sorted(files - {PUBLISHED_MARKER})}
+    tmp = d / f"{PUBLISHED_MARKER}.tmp"
+    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, d / PUBLISHED_MARKER)

@@ -202,7 +202,7 @@ def test_publishing_never_replaces_what_it_did_not_write(tmp_path):
     """eval.publish replaced whatever directory it named (a user's notes, docs/results, the evaluation's own
     output). Now it refuses, at start-up, a file, a non-empty directory without its marker, and any place that
     overlaps an evaluation's output; a directory an earlier publish wrote (the marker) is replaced."""
-    from automon.outdir import PUBLISHED_MARKER, write_published_marker
+    from automon.outdir import write_published_marker
     from automon.pipeline import PipelineError
 
     notes = tmp_path / "results"
@@ -216,10 +216,7 @@ def test_publishing_never_replaces_what_it_did_not_write(tmp_path):
         _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'afile'}")
     with pytest.raises(PipelineError, match="overlaps"):
         _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'evals' / 'smoke'}")
-    (notes / PUBLISHED_MARKER).write_text("written by an older publish, listing no file")
-    with pytest.raises(PipelineError, match="no earlier publish wrote.*notes.md"):  # a marker is not a licence
-        _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={notes}")
-    write_published_marker(notes)  # now notes.md is one an earlier publish wrote
+    write_published_marker(notes)
     _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={notes}")  # an earlier publish's: accepted
     _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'new'}")
 
@@ -244,16 +241,23 @@ def test_publish_itself_refuses_a_directory_it_did_not_write(tmp_path):
     dest = publish({"x": ev}, combined, tmp_path / "pub")
     assert (dest / PUBLISHED_MARKER).is_file() and (dest / "x" / "report.md").read_text() == "r"
     assert publish({"x": ev}, combined, dest) == dest  # its own: replaced
-    (dest / "x" / "my-notes.md").write_text("added after publishing")  # not publish's: kept, and refused
-    with pytest.raises(PublishError, match="no earlier publish wrote.*my-notes.md"):
-        publish({"x": ev}, combined, dest)
-    assert (dest / "x" / "my-notes.md").read_text() == "added after publishing" and (dest / "x" / "report.md").exists()
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dir left behind
-    (dest / "x" / "my-notes.md").unlink()
+    (dest / "x" / "my-notes.md").write_text("added after publishing")  # not publish's: stays
     (ev / "report.md").write_text("r2")
     publish({"x": ev}, combined, dest)
-    assert (dest / "x" / "report.md").read_text() == "r2" and [p.name for p in tmp_path.iterdir()
-                                                              if p.name.startswith(".")] == []
+    assert (dest / "x" / "my-notes.md").read_text() == "added after publishing"
+    assert (dest / "x" / "report.md").read_text() == "r2"
+    (ev / "timing.json").write_text("{}")  # a new file where the user has one: refused, nothing changed
+    (dest / "x" / "timing.json").write_text("the user's")
+    with pytest.raises(PublishError, match="no earlier publish wrote where this one writes: x/timing.json"):
+        publish({"x": ev}, combined, dest)
+    assert (dest / "x" / "timing.json").read_text() == "the user's" and (dest / "x" / "report.md").read_text() == "r2"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dir left behind
+    (dest / "x" / "timing.json").unlink()
+    (ev / "timing.json").unlink()
+    (ev / "report.md").unlink()  # gone from the evaluation: gone from the next publish too
+    (ev / "metrics.json").write_text("{}")
+    publish({"x": ev}, combined, dest)
+    assert not (dest / "x" / "report.md").exists() and (dest / "x" / "metrics.json").exists()
 
 
 def test_the_probes_of_a_probe_evaluation_are_a_stage_of_their_own(tmp_path):

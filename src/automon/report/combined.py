@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from automon.outdir import check_publish_dest, output_files, remove_published, write_published_marker
+from automon.outdir import check_publish_dest, output_files, replace_published
 from automon.report import markdown, plots, tables
 from automon.report.columns import far_keys, metric_cells, metric_headers
 from automon.schema import SUBSETS
@@ -109,8 +109,8 @@ def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_stat
     report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime), only files
     of its current output set (output_files: a stale robustness.csv or monitors/<old>/ of an earlier run
     is not passed off as this one's). `dest` must be new, empty or an earlier publish's (check_publish_dest);
-    of an earlier publish only the files its marker lists are replaced, and nothing is left half-written
-    (the copy is made beside it and renamed in)."""
+    there the files its marker lists are replaced and every other file stays (replace_published). The copy
+    is made in a temp dir beside it, removed whatever happens."""
     check_publish_dest(dest, [combined, *evals.values()])
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -122,11 +122,8 @@ def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_stat
             _copy_evaluation(Path(d), tmp / ev)
         if pipeline_state is not None and Path(pipeline_state).exists():
             shutil.copy2(pipeline_state, tmp / "pipeline_state.json")
-        write_published_marker(tmp)
-        check_publish_dest(dest, [combined, *evals.values()])  # again: a file may have appeared since start-up
-        if dest.exists():
-            remove_published(dest)
-        tmp.rename(dest)
+        check_publish_dest(dest, [combined, *evals.values()])  # again: it may have changed since start-up
+        replace_published(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
