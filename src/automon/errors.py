@@ -86,8 +86,12 @@ def debug() -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0", "false", "False")
 
 
-def _hydra_line(e: Exception) -> str:
-    """One line from a Hydra composition error (bad override, unknown key or group option)."""
+HYDRA_USAGE = "; check the key and its value (the script's docstring shows usage)"
+
+
+def hydra_line(e: Exception) -> str:
+    """One line from a Hydra composition error (bad override, unknown key or group option): Hydra's
+    advice to append a typo with '+' dropped, the keys valid there listed instead."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else None
@@ -107,7 +111,7 @@ def _hydra_line(e: Exception) -> str:
     if unknown_key:
         keys = [str(k) for k in parent.keys() if k != "hydra"]
         parts.append(f"valid keys here: {', '.join(keys)}")
-    return "; ".join(p for p in parts if p) + "; check the key and its value (the script's docstring shows usage)"
+    return "; ".join(p for p in parts if p) + HYDRA_USAGE
 
 
 def report(e: BaseException) -> None:
@@ -116,7 +120,7 @@ def report(e: BaseException) -> None:
 
     if debug():
         traceback.print_exception(type(e), e, e.__traceback__)
-    msg = _hydra_line(e) if isinstance(e, HydraException) else str(e)
+    msg = hydra_line(e) if isinstance(e, HydraException) else str(e)
     print(f"error: {one_line(msg)}", file=sys.stderr, flush=True)
 
 

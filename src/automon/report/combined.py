@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from automon.errors import UserError
 from automon.outdir import check_publish_dest, output_files, replace_published
 from automon.report import markdown, plots, tables
 from automon.report.columns import far_keys, metric_cells, metric_headers
@@ -41,12 +42,31 @@ def _provenance(name: str, d: Path, top: dict) -> dict[str, Any]:
             "caveats": top.get("caveats") or []}
 
 
+class CombineError(UserError):
+    """The evaluations cannot be put in one matrix (not an evaluation's results, different builds)."""
+
+
+def _evaluation_metrics(d: Path) -> dict:
+    """An evaluation's metrics.json; CombineError for one that is missing or not an evaluation's (a combined
+    report's, which has no "data": the output of one landed on the other)."""
+    try:
+        top = json.loads((d / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CombineError(f"{d}/metrics.json cannot be read ({e})", str(d / "metrics.json"),
+                           "rerun the evaluation that writes there") from None
+    if not isinstance(top, dict) or not isinstance(top.get("data"), dict) or not ("monitors" in top or "monitor" in top):
+        raise CombineError(f"{d}/metrics.json is not an evaluation's results (a combined report's, or another "
+                           "file)", str(d / "metrics.json"),
+                           "give each evaluation and the combined report directories of their own, and rerun")
+    return top
+
+
 def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
     described: list[dict] = []
     metrics: dict[str, dict] = {}
     prov = []
     for ev, d in evals.items():
-        top = json.loads((Path(d) / "metrics.json").read_text())
+        top = _evaluation_metrics(Path(d))
         prov.append(_provenance(ev, Path(d), top))
         for name, m in _monitors(top).items():
             key = f"{ev}/{name}"
@@ -54,8 +74,9 @@ def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
             metrics[key] = m
     hashes = {p["data_manifest_hash"] for p in prov}
     if len(hashes) != 1:
-        raise ValueError(f"the evaluations scored different builds ({sorted(hashes)}): a combined matrix "
-                         "would compare different test sets")
+        raise CombineError(f"the evaluations scored different builds ({sorted(hashes)}): a combined matrix "
+                           "would compare different test sets", "data.dir",
+                           "score every evaluation of eval.also on the build of the main one")
     subsets = [s for s in SUBSETS if any(s in m["by_subset"] for m in metrics.values())]
     rows = tables.matrix_rows(described, metrics, subsets)
     out.mkdir(parents=True, exist_ok=True)
