@@ -11,7 +11,7 @@ import re
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 from automon.errors import ConfigError
 from automon.backends.base import (
@@ -37,12 +37,25 @@ class HFConfig(BackendConfig):
     device: str = "auto"          # auto | cpu | cuda | cuda:<n>
     dtype: Optional[str] = None   # null: model.dtype (bfloat16 becomes float32 on CPU)
 
+    generates: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.batch_size < 1 or self.max_batch_tokens < 1:
             raise ConfigError("backend.batch_size and backend.max_batch_tokens must be >= 1")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise ConfigError(f"backend.device={self.device!r}; choose auto, cpu, cuda or cuda:<n>")
+
+    def check_model(self, model: Any) -> None:
+        super().check_model(model)
+        if self.device.startswith("cuda"):  # an AssertionError inside torch once the weights had loaded
+            import torch
+
+            index = int(self.device.partition(":")[2] or 0)
+            if index >= torch.cuda.device_count():
+                raise ConfigError(f"backend.device={self.device} needs CUDA GPU {index}, and this machine has "
+                                  f"{torch.cuda.device_count()} (backend.device); use backend.device=auto or "
+                                  "backend.device=cpu")
 
     def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         # The device matters: CPU and CUDA kernels (and dtypes) give slightly different P(yes).
