@@ -14,7 +14,7 @@ from automon.config import CONF_DIR
 from automon.config.common import ConfigError, ModelConfig
 from automon.errors import UserError
 from automon.models.loading import load_tokenizer
-from automon.outdir import ensure_writable_dir
+from automon.outdir import OutDirError, ensure_writable_dir
 from automon.policy.generate import Ask, PolicyAnswers
 
 log = logging.getLogger("automon.policy")
@@ -86,7 +86,10 @@ class Policy:
         except ValueError as e:  # the model (model=api), or a backend_args setting this machine cannot run
             raise PolicyError(args_named(str(e), key), None if "backend." in str(e) else f"{key}.model") from e
         if not Path(pcfg.cache).is_dir():  # a file (or no way to make it) failed once the model had loaded,
-            ensure_writable_dir(pcfg.cache, f"{key}.cache")  # naming cache_dir=; an existing dir is read first
+            try:                           # naming cache_dir=; an existing dir is read first
+                ensure_writable_dir(pcfg.cache, f"{key}.cache")
+            except OutDirError as e:
+                raise PolicyError(str(e)) from None
         self.key = key
         self._answers: PolicyAnswers | None = None
         self._judge = None
