@@ -63,17 +63,24 @@ def test_the_paraphrase_model_settings_are_checked_at_start_up(tmp_path):
         _paraphrase(f"paraphrase.cache={afile}")
 
 
-def test_a_cuda_device_without_a_gpu_is_refused_at_start_up():
+def test_a_cuda_device_without_a_gpu_is_refused_before_the_weights_load(tiny_model_path):
     """+paraphrase.backend_args.device=cuda (or backend.device=cuda) on a CPU machine was an AssertionError
-    inside torch once the weights had loaded."""
+    inside torch once the weights had loaded. Refused when the judge is made, before they load; the config
+    itself stays composable (a GPU run's status is checked on any machine)."""
     import torch
+
+    from automon.backends.base import JudgeError
+    from automon.backends.hf import check_device
+    from automon.evaluation.stresses.paraphrase import paraphrase_policy
+    from automon.policy.run import PolicyError
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU")
-    with pytest.raises(ConfigError, match=r"paraphrase\.backend_args\.device=cuda needs CUDA GPU 0"):
-        _paraphrase("+paraphrase.backend_args.device=cuda")
-    with pytest.raises(ConfigError, match=r"backend\.device=cuda:1 needs CUDA GPU 1"):
-        compose(["backend=hf", "model=tiny", "backend.device=cuda:1"])
+    with pytest.raises(JudgeError, match=r"backend\.device=cuda:1 needs CUDA GPU 1, and this machine has 0"):
+        check_device("cuda:1")
+    c = _paraphrase("+paraphrase.backend_args.device=cuda")  # composes
+    with pytest.raises(PolicyError, match=r"paraphrase\.backend_args\.device=cuda needs CUDA GPU 0"):
+        paraphrase_policy(c)._open()
 
 
 def test_a_read_only_cache_that_holds_every_prediction_is_read(tmp_path, monkeypatch):

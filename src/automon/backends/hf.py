@@ -17,6 +17,7 @@ from automon.errors import ConfigError
 from automon.backends.base import (
     AnswerTokens,
     BackendConfig,
+    JudgeError,
     JudgeRequest,
     JudgeResult,
     JudgeTiming,
@@ -46,24 +47,28 @@ class HFConfig(BackendConfig):
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise ConfigError(f"backend.device={self.device!r}; choose auto, cpu, cuda or cuda:<n>")
 
-    def check_model(self, model: Any) -> None:
-        super().check_model(model)
-        if self.device.startswith("cuda"):  # an AssertionError inside torch once the weights had loaded
-            import torch
-
-            index = int(self.device.partition(":")[2] or 0)
-            if index >= torch.cuda.device_count():
-                raise ConfigError(f"backend.device={self.device} needs CUDA GPU {index}, and this machine has "
-                                  f"{torch.cuda.device_count()} (backend.device); use backend.device=auto or "
-                                  "backend.device=cpu")
-
     def cache_identity(self, model: Any, prompt_kind: str, adapter: str | None) -> dict[str, Any]:
         # The device matters: CPU and CUDA kernels (and dtypes) give slightly different P(yes).
         return {**local_weights_identity(model), "dtype": self.dtype or model.dtype,
                 "device": resolve_device(self.device), **self.generation_identity(prompt_kind)}
 
     def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "HFJudge":
+        check_device(self.device)
         return HFJudge(model, self, prompt_kind, adapters, tokenizer)
+
+
+def check_device(device: str) -> None:
+    """A CUDA device this machine lacks: one JudgeError before the weights load (an AssertionError inside
+    torch once they had). Not a config check: a GPU run's config stays composable, and its status
+    checkable, on a CPU machine."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    index, have = int(device.partition(":")[2] or 0), torch.cuda.device_count()
+    if index >= have:
+        raise JudgeError(f"backend.device={device} needs CUDA GPU {index}, and this machine has {have}",
+                         "backend.device", "use backend.device=auto or backend.device=cpu")
 
 
 def _by_adapter(requests: Sequence[JudgeRequest]) -> dict[str | None, list[int]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from automon.backends import BACKENDS
-from automon.backends.base import JudgeResult
+from automon.backends.base import JudgeError, JudgeResult
 from automon.config import CONF_DIR
 from automon.config.common import ConfigError, ModelConfig
 from automon.errors import UserError
@@ -112,7 +112,10 @@ class Policy:
 
                 torch.manual_seed(self.cfg.seed)
             log.info("policy: %s on backend=%s", self.model.name, self.backend.name)
-            self._judge = self.backend.make_judge(self.model, "generate", [], tokenizer)
+            try:
+                self._judge = self.backend.make_judge(self.model, "generate", [], tokenizer)
+            except JudgeError as e:  # a setting this machine cannot run (device=cuda without a GPU)
+                raise PolicyError(args_named(e.line(), self.key)) from None
             if not hasattr(self._judge, "generate"):
                 raise PolicyError(f"backend={self.backend.name} cannot generate answers", f"{self.key}.backend",
                                   f"use {self.key}.backend=hf, vllm or openai")
