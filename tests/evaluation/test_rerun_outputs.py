@@ -34,12 +34,14 @@ def test_a_rerun_without_stress_removes_the_robustness_outputs_and_publish_copie
     out = tmp_path / "ev"
     evaluate(compose(_probe(build, out, "stress=[inject]")))
     assert STRESSED <= {p.name for p in out.iterdir()} and STRESSED <= output_files(out)
+    assert (combine({"probe": out}, tmp_path / "combined", "one") / "robustness.csv").exists()
     (out / "notes.txt").write_text("mine")  # beside the set, not of it: never removed
     evaluate(compose(_probe(build, out)))
     names = {p.name for p in out.iterdir()}
     assert not STRESSED & names and "notes.txt" in names and (out / "identity.json").exists()
     assert not STRESSED & output_files(out)
-    combined = combine({"probe": out}, tmp_path / "combined", "one")
+    combined = combine({"probe": out}, tmp_path / "combined", "one")  # the same dir: its robustness files go too
+    assert not (combined / "robustness.csv").exists() and not (combined / "robustness.png").exists()
     dest = publish({"probe": out}, combined, tmp_path / "pub")
     assert not (dest / "probe" / "stressed_samples.jsonl.gz").exists() and not (dest / "probe" / "robustness.csv").exists()
     assert (dest / "probe" / "report.md").exists() and not (dest / "probe" / "notes.txt").exists()

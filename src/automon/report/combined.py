@@ -80,6 +80,8 @@ def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
     subsets = [s for s in SUBSETS if any(s in m["by_subset"] for m in metrics.values())]
     rows = tables.matrix_rows(described, metrics, subsets)
     out.mkdir(parents=True, exist_ok=True)
+    for name in _combined_files():  # all rewritten below but the robustness ones, which a run without stress=
+        (out / name).unlink(missing_ok=True)  # lacks: an earlier run's must not be published as this one's
     tables.write_matrix_csv(rows, out / "matrix.csv")
     mmd = tables.matrix_md(rows)
     (out / "matrix.md").write_text(mmd, encoding="utf-8")
@@ -98,6 +100,12 @@ def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
     (out / "metrics.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     (out / "report.md").write_text(_report(doc, mmd, described, metrics), encoding="utf-8")
     return out
+
+
+def _combined_files() -> tuple[str, ...]:
+    """Every file `combine` writes in its directory."""
+    return ("matrix.csv", "matrix.md", "robustness.csv", markdown.ROBUSTNESS_FIGURE, "heatmap.png", "pareto.png",
+            "metrics.json", "report.md")
 
 
 def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, dict]) -> str:
