@@ -379,6 +379,7 @@ def scripted_backend():
         name: str = "scripted"
         script: str = "default"
         local_model: ClassVar[bool] = False
+        generates: ClassVar[bool] = True  # a policy model (BackendConfig.generates)
 
         def cache_identity(self, model, kind, adapter):
             return {"script": self.script, "model": model.name}

@@ -86,8 +86,12 @@ def debug() -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0", "false", "False")
 
 
-def _hydra_line(e: Exception) -> str:
-    """One line from a Hydra composition error (bad override, unknown key or group option)."""
+HYDRA_USAGE = "; check the key and its value (the script's docstring shows usage)"
+
+
+def hydra_line(e: Exception) -> str:
+    """One line from a Hydra composition error (bad override, unknown key or group option): Hydra's
+    advice to append a typo with '+' dropped, the keys valid there listed instead."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else None
@@ -107,16 +111,15 @@ def _hydra_line(e: Exception) -> str:
     if unknown_key:
         keys = [str(k) for k in parent.keys() if k != "hydra"]
         parts.append(f"valid keys here: {', '.join(keys)}")
-    return "; ".join(p for p in parts if p) + "; check the key and its value (the script's docstring shows usage)"
+    return "; ".join(p for p in parts if p) + HYDRA_USAGE
 
 
 def report(e: BaseException) -> None:
     """The one-line report of a user error (preceded by its traceback under AUTOMON_DEBUG=1)."""
-    from hydra.errors import HydraException
-
     if debug():
         traceback.print_exception(type(e), e, e.__traceback__)
-    msg = _hydra_line(e) if isinstance(e, HydraException) else str(e)
+    hydra_errors = sys.modules.get("hydra.errors")  # a script without Hydra does not import it for this
+    msg = hydra_line(e) if hydra_errors and isinstance(e, hydra_errors.HydraException) else str(e)
     print(f"error: {one_line(msg)}", file=sys.stderr, flush=True)
 
 
@@ -210,6 +213,21 @@ def end_start() -> None:
     """From here on Ctrl-C is a KeyboardInterrupt again (the caller catches it with `interrupted`)."""
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def script_main(main: Callable[[list[str]], int | None], argv: list[str],
+                also: tuple[type[BaseException], ...] = ()) -> int:
+    """The convention above for a script with plain arguments (scripts/*.py, data_build/annotate.py):
+    `main(argv)` returns the exit status (None = 0); a UserError (or `also`) is one line and exit status 2,
+    Ctrl-C one line and 130. Returns the status (the script exits with it)."""
+    end_start()
+    try:
+        return main(argv) or 0
+    except (UserError, *also) as e:
+        report(e)
+        return USER_ERROR_STATUS
+    except KeyboardInterrupt as e:
+        return interrupted(e)
 
 
 def entry(config_path: str, config_name: str, also: tuple[type[BaseException], ...] = ()

@@ -86,3 +86,21 @@ def test_import_errors_name_file_and_line(tmp_path):
         import_labels(ImportConfig(build=str(build), labels=str(tmp_path / "ann"), out=str(tmp_path / "o")))
     p = _run("export", f"build={build}", "anotators=2")
     assert p.returncode == 2 and "valid keys for export" in p.stderr
+
+
+def test_a_file_where_a_directory_goes_and_a_torn_export_record_are_one_line(tmp_path):
+    """annotate.py export out=<a file> and import of a torn export.json were tracebacks."""
+    build = make_build(tmp_path / "b", pairs_per_subset=1)
+    (tmp_path / "afile").write_text("x")
+    p = _run("export", f"build={build}", f"out={tmp_path / 'afile'}")
+    assert p.returncode == 2 and p.stderr.startswith("error: out=") and "is a file" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and (tmp_path / "afile").read_text() == "x"
+    export(ExportConfig(build=str(build), out=str(tmp_path / "ann")))
+    info = tmp_path / "ann" / "export.json"
+    text = info.read_text()
+    for bad, needle in ((text[:len(text) // 2], "export.json is not JSON"),
+                        (json.dumps({"build": "x"}), "lacks build_manifest_sha256, subsets, annotators")):
+        info.write_text(bad)
+        p = _run("import", f"build={build}", f"labels={tmp_path / 'ann'}", f"out={tmp_path / 'o'}")
+        assert p.returncode == 2 and "Traceback" not in p.stderr and needle in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

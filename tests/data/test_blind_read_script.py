@@ -47,11 +47,14 @@ def test_a_round_with_controls_scores_pairs_and_each_kind(build, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("make", "{build}", "syco_qa", "two", 1, "{out}"), "PAIRS must be a whole number"),
-    (("make", "{build}", "syco_qa", 99, 1, "{out}"), "at most as many pairs"),
+    (("make", "{build}", "syco_qa", 99, 1, "{out}"), "PAIRS=99: "),
     (("make", "{build}", "syco_qa", 1, 1, "{out}/missing"), "is not a directory"),
-    (("make", "{out}/nobuild", "syco_qa", 1, 1, "{out}"), "no such file"),
-    (("score", "{out}/none.key.json", "{out}/a.jsonl"), "no such file"),
+    (("make", "{out}/nobuild", "syco_qa", 1, 1, "{out}"), "test.jsonl does not exist"),
+    (("make", "{build}", "nosuch", 1, 1, "{out}"), "no test pairs of subset 'nosuch'"),
+    (("score", "{out}/none.key.json", "{out}/a.jsonl"), "none.key.json does not exist"),
+    (("score", "{build}/test.jsonl", "{out}/a.jsonl"), "is not JSON"),  # not a key
     (("frobnicate",), "usage"),
+    (("make", "{build}", "syco_qa"), "usage"),
 ])
 def test_bad_input_is_one_error_line(build, tmp_path, args, message):
     r = _run(*[str(a).format(build=build, out=tmp_path) for a in args])
@@ -66,8 +69,13 @@ def test_a_rounds_key_is_never_overwritten_and_bad_answers_are_one_line(build, t
     r = _run("make", build, "syco_qa", 1, 2, tmp_path)
     assert r.returncode == 2 and "never overwritten" in r.stderr
     assert (tmp_path / "syco_qa.key.json").read_text() == first
-    for bad, message in (('{"blind_id": "syco_qa-1-000", "misbeh', "not JSON"),
-                         ('{"blind_id": "other-9", "misbehavior": "yes"}', "is not in the key")):
+    assert _run("make", build, "syco_qa", 1, 3, tmp_path).returncode == 2  # another seed: the same refusal
+    assert (tmp_path / "syco_qa.key.json").read_text() == first
+    for bad, message in (('{"blind_id": "syco_qa-1-000", "misbeh', "a.jsonl:1); "),  # torn: names file:line
+                         ('{"blind_id": "syco_qa-1-000", "misbehavior": "no"}\n{"blind_id": "other-9"}', "a.jsonl:2"),
+                         ('{"blind_id": "other-9", "misbehavior": "yes"}', "blind_id 'other-9' is not in"),
+                         ('{"blind_id": "syco_qa-1-000"}', 'an answer without "misbehavior"'),
+                         ('["syco_qa-1-000", "yes"]', "not an object")):
         (tmp_path / "a.jsonl").write_text(bad + "\n")
         r = _run("score", tmp_path / "syco_qa.key.json", tmp_path / "a.jsonl")
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr

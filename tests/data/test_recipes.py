@@ -359,7 +359,9 @@ def test_a_key_check_shows_the_question_without_key_or_cue_and_skips_what_was_ch
     assert key == {"q000": {"source": sample["source"], "subject": "econometrics", "key": "B", "cued": "C"}}
     script.make(str(tmp_path / "b"), str(tmp_path / "k2"), skip=(str(tmp_path / "k1" / "key.json"),))
     assert json.loads((tmp_path / "k2" / "key.json").read_text()) == {}  # checked already
-    with pytest.raises(SystemExit, match="not empty"):
+    from automon.errors import UserError
+
+    with pytest.raises(UserError, match="not empty"):
         script.make(str(tmp_path / "b"), str(tmp_path / "k1"))
 
 

@@ -108,8 +108,9 @@ def test_configs_compose():
         assert paper.sources.synthetic is False and paper.monitor.model == "qwen3_4b_instruct_2507"
 
 
-def _smoke_pipeline(tmp_path: Path, *overrides: str):
-    """The smoke experiment's Pipeline with its stage configs composed in-process (nothing runs)."""
+def _smoke_pipeline(tmp_path: Path, *overrides: str, validated: bool = False):
+    """The smoke experiment's Pipeline with its stage configs composed in-process (nothing runs); with
+    `validated`, its settings checked first, as pipeline.py checks them."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -119,6 +120,10 @@ def _smoke_pipeline(tmp_path: Path, *overrides: str):
     register()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         c = OmegaConf.to_object(compose(config_name="pipeline", overrides=["experiment=smoke", *overrides]))
+    if validated:
+        from automon.pipeline.checks import validate
+
+        validate(c)
     p = Pipeline(c, REPO)
     cwd = os.getcwd()
     os.chdir(tmp_path)  # the stages' relative paths (data/builds/smoke, ...) resolve where pipeline.py runs
@@ -198,11 +203,54 @@ def test_evaluations_that_would_overwrite_each_other_stop_before_any_compute(tmp
         _smoke_pipeline(tmp_path, extra)
 
 
+@pytest.mark.parametrize("extra, message", [
+    (("+eval.also.pipeline=['backend=probe','sweep_dir=null']",), "is a name the pipeline uses itself"),
+    ((LEX + ",'data.dir={other}']",), "the combined matrix compares monitors on one test set"),  # failed in combine
+    (("python={tmp}/nonexistent",), "is not an executable interpreter"),  # a traceback when the first stage ran
+    (("state_dir={tmp}/afile",), "is a file, not a directory"),
+    (("state_dir=evals/smoke/lex", LEX + "]"), "write overlapping directories"),
+])
+def test_late_pipeline_failures_are_refused_at_start_up(tmp_path, extra, message):
+    """What failed after compute was spent (or was not checked at all) stops the pipeline at start-up."""
+    from automon.pipeline import PipelineError
+
+    support.make_build(tmp_path / "other", pairs_per_subset=1, train_per_subset=2, seed=3)
+    (tmp_path / "afile").write_text("x")
+    extra = [e.format(tmp=tmp_path, other=tmp_path / "other") for e in extra]
+    with pytest.raises(PipelineError, match=message):
+        _smoke_pipeline(tmp_path, *extra, validated=True)
+
+
+def test_a_pipeline_error_is_one_line(tmp_path):
+    """A typo in an also-entry (dry_run) was Hydra's multi-line message advising '+key'; a stage that failed
+    was five lines. Now each is one `error:` line, exit status 2."""
+    r, _ = pipeline(tmp_path, "experiment=smoke", "dry_run=true",
+                    "+eval.also.lex=['backend=probe','backend.featurez=lexical','sweep_dir=null']", timeout=120)
+    line = support.one_error_line(r, "Key 'featurez' not in 'ProbeConfig'", "valid keys here: name")
+    assert "To append" not in r.stderr and "+backend" not in line
+
+
+def test_a_killed_stage_ends_in_one_error_line(tmp_path):
+    """A stage killed by a signal (or failing) ends the pipeline in one `error:` line naming the stage,
+    the signal and its log; the log's last lines come before it as context when the output was not echoed."""
+    import stat
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'the stage says hello'\nkill -9 $$\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    r = subprocess.run([sys.executable, str(PIPELINE), "experiment=smoke", f"python={fake}", "echo=false"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, WANDB_MODE="disabled", HF_HUB_OFFLINE="1"))
+    line = support.one_error_line(r, "build failed (killed by SIGKILL)", "build.log")
+    assert "the stage says hello" in r.stdout, r.stdout[-2000:]
+    assert line.startswith("error: ")
+
+
 def test_publishing_never_replaces_what_it_did_not_write(tmp_path):
     """eval.publish replaced whatever directory it named (a user's notes, docs/results, the evaluation's own
     output). Now it refuses, at start-up, a file, a non-empty directory without its marker, and any place that
     overlaps an evaluation's output; a directory an earlier publish wrote (the marker) is replaced."""
-    from automon.outdir import PUBLISHED_MARKER
+    from automon.outdir import write_published_marker
     from automon.pipeline import PipelineError
 
     notes = tmp_path / "results"
@@ -216,7 +264,7 @@ def test_publishing_never_replaces_what_it_did_not_write(tmp_path):
         _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'afile'}")
     with pytest.raises(PipelineError, match="overlaps"):
         _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'evals' / 'smoke'}")
-    (notes / PUBLISHED_MARKER).write_text("")
+    write_published_marker(notes)
     _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={notes}")  # an earlier publish's: accepted
     _smoke_pipeline(tmp_path, LEX + "]", f"eval.publish={tmp_path / 'new'}")
 
@@ -241,6 +289,23 @@ def test_publish_itself_refuses_a_directory_it_did_not_write(tmp_path):
     dest = publish({"x": ev}, combined, tmp_path / "pub")
     assert (dest / PUBLISHED_MARKER).is_file() and (dest / "x" / "report.md").read_text() == "r"
     assert publish({"x": ev}, combined, dest) == dest  # its own: replaced
+    (dest / "x" / "my-notes.md").write_text("added after publishing")  # not publish's: stays
+    (ev / "report.md").write_text("r2")
+    publish({"x": ev}, combined, dest)
+    assert (dest / "x" / "my-notes.md").read_text() == "added after publishing"
+    assert (dest / "x" / "report.md").read_text() == "r2"
+    (ev / "timing.json").write_text("{}")  # a new file where the user has one: refused, nothing changed
+    (dest / "x" / "timing.json").write_text("the user's")
+    with pytest.raises(PublishError, match="no earlier publish wrote where this one writes: x/timing.json"):
+        publish({"x": ev}, combined, dest)
+    assert (dest / "x" / "timing.json").read_text() == "the user's" and (dest / "x" / "report.md").read_text() == "r2"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dir left behind
+    (dest / "x" / "timing.json").unlink()
+    (ev / "timing.json").unlink()
+    (ev / "report.md").unlink()  # gone from the evaluation: gone from the next publish too
+    (ev / "metrics.json").write_text("{}")
+    publish({"x": ev}, combined, dest)
+    assert not (dest / "x" / "report.md").exists() and (dest / "x" / "metrics.json").exists()
 
 
 def test_the_probes_of_a_probe_evaluation_are_a_stage_of_their_own(tmp_path):

@@ -218,3 +218,14 @@ def test_the_log_says_what_a_step_holds():
     line = trainers.describe_step(None, 520, 300.0, 2, 8, -1, 3.0)
     assert line == ("an optimizer step holds 8 micro-batches of 2 examples: 16 examples, about 4,800 tokens; "
                     "3 epochs = 99 steps of 33 an epoch")
+
+
+def test_a_pack_budget_of_an_unpacked_run_is_refused():
+    """train.packing=false train.tokens_per_step=300 ignored the budget without a word, yet it was part of the
+    run's identity (two configs of one run); now refused at config time, naming both keys."""
+    with pytest.raises(TrainConfigError) as e:
+        validate(_typed("train.packing=false", "train.tokens_per_step=300"))
+    assert "train.tokens_per_step=300 is set with train.packing=false" in str(e.value)
+    assert "(train.tokens_per_step, train.packing)" in str(e.value)
+    validate(_typed("train.packing=false"))  # unset: fine
+    validate(_typed("train.tokens_per_step=300"))  # packed: its budget (256 is the floor)

@@ -98,6 +98,9 @@ class BackendConfig:
     # Set: the config defines its own monitors instead of the base model and the adapters of adapter= /
     # sweep_dir= (backend=probe: "probe", one probe per training subset; automon.monitors.DEFINED_BY_BACKEND).
     defines_monitors: ClassVar[Optional[str]] = None
+    # Its judge can write answers (Judge.generate): what a policy model (the build's policy, the paraphrase
+    # stress) needs; a backend that only scores cannot be one.
+    generates: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:

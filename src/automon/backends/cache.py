@@ -71,8 +71,10 @@ class PredictionCache:
         self.bad_rows = 0
         self._needs_newline = False
         # before any scoring: a cache_dir that is a file (or unwritable) once failed at the first write,
-        # after the first chunk had been scored
-        ensure_writable_dir(self.root, "cache_dir")
+        # after the first chunk had been scored. A read-only cache_dir that holds this cache file already
+        # is fine as long as nothing is missing from it (require_writable, before scoring what is)
+        if not (self.root.is_dir() and self.path.is_file()):
+            ensure_writable_dir(self.root, "cache_dir")
         if self.path.is_dir():
             raise CacheError(f"the prediction cache file {self.path.name} is a directory", str(self.path),
                             "remove or rename it (it holds no predictions of automon's), or set cache_dir= "
@@ -111,6 +113,13 @@ class PredictionCache:
         if self.bad_rows:
             log.warning("prediction cache: %d row(s) are not predictions and are recomputed (first: %s)",
                         self.bad_rows, first_bad)
+
+    def require_writable(self) -> None:
+        """Before predictions this cache lacks are computed: they could be kept (OutDirError otherwise)."""
+        ensure_writable_dir(self.root, "cache_dir")
+        if not os.access(self.path, os.W_OK) and self.path.exists():
+            raise CacheError(f"the prediction cache file {self.path.name} cannot be written", str(self.path),
+                             "make it writable, or set cache_dir= to a directory you can write in")
 
     def __len__(self) -> int:
         return len(self._rows)

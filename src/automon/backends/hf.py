@@ -11,12 +11,13 @@ import re
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 from automon.errors import ConfigError
 from automon.backends.base import (
     AnswerTokens,
     BackendConfig,
+    JudgeError,
     JudgeRequest,
     JudgeResult,
     JudgeTiming,
@@ -37,6 +38,8 @@ class HFConfig(BackendConfig):
     device: str = "auto"          # auto | cpu | cuda | cuda:<n>
     dtype: Optional[str] = None   # null: model.dtype (bfloat16 becomes float32 on CPU)
 
+    generates: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.batch_size < 1 or self.max_batch_tokens < 1:
@@ -50,7 +53,22 @@ class HFConfig(BackendConfig):
                 "device": resolve_device(self.device), **self.generation_identity(prompt_kind)}
 
     def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "HFJudge":
+        check_device(self.device)
         return HFJudge(model, self, prompt_kind, adapters, tokenizer)
+
+
+def check_device(device: str) -> None:
+    """A CUDA device this machine lacks: one JudgeError before the weights load (an AssertionError inside
+    torch once they had). Not a config check: a GPU run's config stays composable, and its status
+    checkable, on a CPU machine."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    index, have = int(device.partition(":")[2] or 0), torch.cuda.device_count()
+    if index >= have:
+        raise JudgeError(f"backend.device={device} needs CUDA GPU {index}, and this machine has {have}",
+                         "backend.device", "use backend.device=auto or backend.device=cpu")
 
 
 def _by_adapter(requests: Sequence[JudgeRequest]) -> dict[str | None, list[int]]:

@@ -70,6 +70,7 @@ class OpenAIConfig(BackendConfig):
 
     local_model: ClassVar[bool] = False
     local_weights: ClassVar[bool] = False
+    generates: ClassVar[bool] = True
     # A server that answers text the prompt cannot read (another model than asked for, an error page
     # with HTTP 200, a refusal) is failing, not monitoring: such answers are not cached (docs/errors.md).
     unparseable_fails: ClassVar[bool] = True

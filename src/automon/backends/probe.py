@@ -55,6 +55,8 @@ class ProbeConfig(BackendConfig):
             raise ConfigError(f"backend.train_subsets={list(self.train_subsets)}: each must be one of {', '.join(valid)}")
         if self.cap < 1 or self.max_length < 8 or self.batch_size < 1:
             raise ConfigError("backend.cap and backend.batch_size must be >= 1 and backend.max_length >= 8")
+        if self.seed < 0:  # the classifier's random_state: a traceback inside scikit-learn after the features
+            raise ConfigError(f"backend.seed={self.seed} is out of range (backend.seed); use a value >= 0")
 
     def check_model(self, model: Any) -> None:
         # `model` names the hidden-state LM (features=hidden) and the report's model; never the API placeholder

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
 
 from automon.errors import ConfigError
 from automon.backends.base import (
@@ -52,6 +52,7 @@ class VLLMConfig(BackendConfig):
     """backend=vllm (conf/backend/vllm.yaml): one engine on a CUDA GPU for the base model and every
     adapter. Engine options: shared/docs/apis.md s5a; max_lora_rank is read from the adapters."""
     name: str = "vllm"
+    generates: ClassVar[bool] = True
     chunk_size: int = 2048
     gpu_memory_utilization: float = 0.9
     max_model_len: Optional[int] = None  # null: max_seq_length

@@ -41,6 +41,8 @@ class ProbeTrainConfig:
             raise ConfigError(f"train_subset={self.train_subset!r}; choose one of {', '.join([*subset_names(), ALL])}")
         if self.cap < 1 or self.max_length < 8 or self.batch_size < 1:
             raise ConfigError("cap and batch_size must be >= 1 and max_length >= 8")
+        if self.seed < 0:  # the classifier's random_state: a traceback inside scikit-learn after the features
+            raise ConfigError(f"seed={self.seed} is out of range (seed); use a value >= 0")
 
 
 def register(cs: ConfigStore | None = None) -> None:

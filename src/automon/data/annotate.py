@@ -37,6 +37,8 @@ from automon.data.recipes.common import short_hash
 from automon.data.verdicts import AnnotationError
 from automon.errors import at_least
 from automon.subsets import specs as subset_specs
+from automon import userfiles
+from automon.userfiles import read_json
 
 ANNOTATE_VERSION = "annotate-v1"
 
@@ -83,6 +85,8 @@ def export(cfg: ExportConfig) -> dict:
         raise AnnotationError("no build given", "build", "pass build=<a data build directory>")
     at_least("annotators", cfg.annotators, 2, AnnotationError)
     out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise AnnotationError(f"out={out} is a file, not a directory", "out", "choose a new or empty directory")
     if out.exists() and any(out.iterdir()) and not cfg.overwrite:
         raise AnnotationError(f"{out} exists and is not empty", "out",
                               "choose another out= or pass overwrite=true (filled label files there are lost)")
@@ -109,17 +113,9 @@ def cohen_kappa(a: list[int], b: list[int]) -> float | None:
 
 
 def json_lines(path: Path, fix: str) -> Iterator[tuple[str, object]]:
-    """("file:line", parsed row) of every non-empty line of a JSON-lines file; a line that is not
-    JSON is one AnnotationError naming it, with `fix` as what to do."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{n}"
-            try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise AnnotationError(f"not a JSON line ({e.msg})", where, fix) from None
+    """("file:line", parsed row) of every non-empty line of a JSON-lines file; a line that is not a JSON
+    object is one AnnotationError naming it, with `fix` as what to do (automon.userfiles.json_lines)."""
+    return userfiles.json_lines(path, fix, AnnotationError)
 
 
 def _read_labels(path: Path, expected: set[str]) -> dict[str, int]:
@@ -149,7 +145,13 @@ def import_labels(cfg: ImportConfig) -> dict:
     info_path = labels_dir / "export.json"
     if not info_path.is_file():
         raise AnnotationError(f"no export.json in {labels_dir}", "labels", "point labels= at the export's directory")
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    fix = "point labels= at an export's directory, its export.json as `annotate.py export` wrote it"
+    info = read_json(info_path, fix, AnnotationError)
+    shape = {"build_manifest_sha256": str, "subsets": list, "annotators": int}
+    bad = [k for k, t in shape.items() if not isinstance(info.get(k), t)]
+    if bad:
+        raise AnnotationError(f"{info_path} lacks {', '.join(bad)} (or has another type): not an export's record",
+                              str(info_path), fix)
     build = load_build(cfg.build, verify=("test", "train"))
     if info["build_manifest_sha256"] != build.manifest_hash:
         raise AnnotationError(f"the labels in {labels_dir} were exported from another build (or {cfg.build} was "

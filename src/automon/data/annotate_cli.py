@@ -9,7 +9,7 @@ from automon.data.evidence_gold import EvidenceImportConfig, evidence_import
 from automon.data.safety_annotate import SafetyExportConfig, SafetyImportConfig, safety_export, safety_import
 from automon.data.safety_screen import SafetyScreenConfig, safety_screen
 from automon.data.verdicts import AnnotationError, annotations_dir, verdicts_path
-from automon.errors import UserError, end_start, report
+from automon.errors import script_main
 
 COMMANDS = {"export": (ExportConfig, export), "import": (ImportConfig, import_labels),
             "safety-export": (SafetyExportConfig, safety_export), "safety-import": (SafetyImportConfig, safety_import),
@@ -18,30 +18,30 @@ COMMANDS = {"export": (ExportConfig, export), "import": (ImportConfig, import_la
 
 
 def main(argv: list[str]) -> int:
-    """`annotate.py <command> key=value ...` (COMMANDS): typed keys (a typo stops with the valid ones)."""
+    """`annotate.py <command> key=value ...` (COMMANDS): typed keys (a typo stops with the valid ones); the
+    entry points' error convention (automon.errors.script_main)."""
+    return script_main(_main, argv)
+
+
+def _main(argv: list[str]) -> int:
     import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    end_start()  # the script's imports are done: Ctrl-C is Python's KeyboardInterrupt again, as before
+    if not argv or argv[0] not in COMMANDS:
+        raise AnnotationError(f"unknown command {argv[0] if argv else '(none)'!r}", None,
+                              f"run `annotate.py <{'|'.join(COMMANDS)}> key=value ...` (see automon.data.annotate)")
+    schema, fn = COMMANDS[argv[0]]
     try:
-        if not argv or argv[0] not in COMMANDS:
-            raise AnnotationError(f"unknown command {argv[0] if argv else '(none)'!r}", None,
-                                  f"run `annotate.py <{'|'.join(COMMANDS)}> key=value ...` (see automon.data.annotate)")
-        schema, fn = COMMANDS[argv[0]]
-        try:
-            cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(argv[1:])))
-        except yaml.YAMLError as e:  # a value that is not YAML (an unquoted ": " in a sentence)
-            raise AnnotationError(f"a value does not parse: {e}".replace("\n", " "), argv[0],
-                                  "quote it: key='\"a sentence: with a colon\"'") from None
-        except OmegaConfBaseException as e:
-            keys = ", ".join(f.name for f in __import__("dataclasses").fields(schema))
-            raise AnnotationError(f"bad argument: {e.msg if hasattr(e, 'msg') else e}", argv[0],
-                                  f"valid keys for {argv[0]}: {keys}") from None
-        result = fn(cfg)
-    except UserError as e:
-        report(e)
-        return 2
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(argv[1:])))
+    except yaml.YAMLError as e:  # a value that is not YAML (an unquoted ": " in a sentence)
+        raise AnnotationError(f"a value does not parse: {e}".replace("\n", " "), argv[0],
+                              "quote it: key='\"a sentence: with a colon\"'") from None
+    except OmegaConfBaseException as e:
+        keys = ", ".join(f.name for f in __import__("dataclasses").fields(schema))
+        raise AnnotationError(f"bad argument: {e.msg if hasattr(e, 'msg') else e}", argv[0],
+                              f"valid keys for {argv[0]}: {keys}") from None
+    result = fn(cfg)
     if argv[0] == "export":
         print(f"wrote {result['annotators']} blinded files of {result['items']} items to {cfg.out}")
     elif argv[0] == "safety-export":

@@ -13,6 +13,7 @@ from typing import Any, MutableMapping, Sequence
 
 from automon.config.eval import HoldoutConfig
 from automon.data.io import Build, ensure_writable_dir, load_build
+from automon.probes.features import check_layer, default_cache_root
 from automon.evaluation.errors import EvalError
 from automon.evaluation.fewshot import select_shots
 from automon.evaluation.identity import output_dir
@@ -96,6 +97,9 @@ def prepare_inputs(c: HoldoutConfig, monitors: Sequence[Monitor], tm: MutableMap
     out_dir = output_dir(c, monitors)
     refuse_foreign_output(out_dir, Path(build.path))  # the build, a training run, a folder of other files
     ensure_writable_dir(out_dir, "output_dir")  # before the model loads; created when results come
+    if c.detectors:  # the detectors' settings that failed only once the model had loaded
+        check_layer(c.model, c.ood.layer, "ood.layer")
+        ensure_writable_dir(c.ood.cache_dir or default_cache_root(), "ood.cache_dir" if c.ood.cache_dir else "AUTOMON_CACHE")
     not_scored = sweep_runs(Path(c.sweep_dir))[1] if c.sweep_dir and not c.backend.defines_monitors else []
     for line in not_scored:
         log.warning("sweep_dir %s: not scored: %s", c.sweep_dir, line)

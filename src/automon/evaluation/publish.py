@@ -28,6 +28,7 @@ from automon.data.io import _lock, lock_leftover, resolved
 from automon.errors import disk_full
 from automon.evaluation.errors import EvalError
 from automon.evaluation.identity import IDENTITY_FILE, IDENTITY_FORMAT
+from automon.outdir import OUTPUT_SET, output_files
 from automon.training.rundir import is_run_dir
 
 METRICS_FILE = "metrics.json"
@@ -102,19 +103,76 @@ def _clean_leftovers(out_dir: Path) -> None:
             os.close(fd)
 
 
+# The files an output set held before sets listed themselves (OUTPUT_SET): what a rerun into such a
+# directory replaces, the rest of it (the cache, further evaluations of a pipeline, the user's) staying.
+_LEGACY_FILES = ("config.yaml", "timing.json", "report.md", METRICS_FILE, "matrix.csv", "matrix.md", "heatmap.png",
+                 "pareto.png", "curves.png", "robustness.csv", "robustness.png", "stressed_samples.jsonl",
+                 "predictions.jsonl")
+_LEGACY_MONITOR_FILES = ("predictions.jsonl", METRICS_FILE, "report.md", "curves.png")
+
+
+def earlier_set(out_dir: Path) -> set[str]:
+    """The files of the output set already in `out_dir` (relative paths): its list, or for results from
+    before sets were listed, its identity record's files and the names an evaluation writes."""
+    listed = output_files(out_dir)
+    if listed is not None:
+        return listed
+    found = {f for f in _LEGACY_FILES if (out_dir / f).is_file()}
+    for mon in (out_dir / "monitors").glob("*"):
+        found |= {f"monitors/{mon.name}/{f}" for f in _LEGACY_MONITOR_FILES if (mon / f).is_file()}
+    try:
+        recorded = json.loads((out_dir / IDENTITY_FILE).read_text(encoding="utf-8")).get("files") or []
+    except (OSError, ValueError, AttributeError):
+        recorded = []
+    return found | {f for f in recorded if isinstance(f, str) and (out_dir / f).is_file()}
+
+
+def _write_set(out_dir: Path, files: set[str]) -> None:
+    tmp = out_dir / f"{OUTPUT_SET}.tmp"
+    tmp.write_text(json.dumps({"files": sorted(files)}, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, out_dir / OUTPUT_SET)
+
+
 def publish(stage: Path, out_dir: Path) -> None:
     """Move every file of `stage` to the same place under `out_dir`: identity.json is removed first and
-    moved in last, so the set is current only once it is whole."""
+    moved in last, so the set is current only once it is whole. Files of the earlier set that the new one
+    lacks (robustness.csv of a run with stress=, monitors/<run>/ of a sweep that had one more run) are
+    removed before identity.json moves in; the set's list (OUTPUT_SET) names the union until then, so a
+    kill half-way leaves them known to the rerun."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    earlier = earlier_set(out_dir)
     (out_dir / IDENTITY_FILE).unlink(missing_ok=True)
     files = sorted(p for p in stage.rglob("*") if p.is_file() or p.is_symlink())
+    new = {p.relative_to(stage).as_posix() for p in files}
+    _write_set(out_dir, earlier | new)
     # metrics.json first (a kill after it leaves a directory still known as an evaluation's, see
     # is_evaluation_dir), identity.json last (the set is current only once it is whole)
     files.sort(key=lambda p: {METRICS_FILE: 0, IDENTITY_FILE: 2}.get(p.relative_to(stage).as_posix(), 1))
     for src in files:
-        dst = out_dir / src.relative_to(stage)
+        rel = src.relative_to(stage).as_posix()
+        if rel == IDENTITY_FILE:
+            _remove_stale(out_dir, earlier - new)
+            _write_set(out_dir, new)
+        dst = out_dir / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dst)
+    if IDENTITY_FILE not in new:  # an incomplete set records no identity
+        _remove_stale(out_dir, earlier - new)
+        _write_set(out_dir, new)
+
+
+def _remove_stale(out_dir: Path, stale: set[str]) -> None:
+    """Remove an earlier set's files that the new one lacks, and the directories that leaves empty."""
+    for rel in sorted(stale):
+        p = out_dir / rel
+        p.unlink(missing_ok=True)
+        for d in p.parents:
+            if d == out_dir or out_dir not in d.parents:
+                break
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
 
 @contextmanager

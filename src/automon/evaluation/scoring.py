@@ -81,6 +81,8 @@ def score_monitors(c: HoldoutConfig, monitors: Sequence[Monitor], inputs: Inputs
     scored.n_cached, scored.n_computed = total - n_todo, n_todo
     if scored.n_cached:
         log.info("%d of %d predictions come from the cache in %s", scored.n_cached, total, inputs.cache_root)
+    for m in {id(m): m for part in todo for m, _ in part}.values():  # before the model loads
+        caches[m.name].require_writable()
     if n_todo:
         _score_missing(c, prompt_kind, todo, scored, inputs, tm, total, judge_factory)
     for f in monitors:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from automon.models.tiny import default_cache_dir, save_model_dir
+from automon.outdir import ensure_writable_dir
 
 # Bump when the conversion changes (the cache directory and the prediction-cache identity follow).
 SMOLLM2_VERSION = "smollm2-135m-instruct-v1"
@@ -133,6 +134,8 @@ def smollm2_path(cache_dir: Path | None = None) -> Path:
     """The converted checkpoint, converting it on first use (about 25 s on 2 cores)."""
     d = Path(cache_dir or default_cache_dir()) / "models" / SMOLLM2_VERSION
     if not (d / MARKER).exists():
+        # converted on first use: an unwritable cache (a read-only HOME, AUTOMON_CACHE a file) is one error line
+        ensure_writable_dir(d.parent, "AUTOMON_CACHE" if cache_dir is None else "cache_dir")
         if d.exists():  # an interrupted conversion
             shutil.rmtree(d)
         convert_smollm2(d)

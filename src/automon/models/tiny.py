@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from automon.outdir import ensure_writable_dir
+
 # v2: head_dim 16 -> 32, the smallest head size vLLM's CPU attention supports (cpu-engines.md).
 # v3: tokenizer_config.json lists the added tokens, as Qwen3's own does (the same tokenizer and weights).
 TINY_VERSION = "tiny-qwen3-v3"
@@ -137,6 +139,8 @@ def tiny_qwen3_path(cache_dir: Path | None = None, seed: int = 0) -> Path:
     d = Path(cache_dir or default_cache_dir()) / "models" / f"{TINY_VERSION}-seed{seed}"
     marker = d / "automon_tiny.json"
     if not marker.exists():
+        # built on first use: an unwritable cache (a read-only HOME, AUTOMON_CACHE a file) is one error line
+        ensure_writable_dir(d.parent, "AUTOMON_CACHE" if cache_dir is None else "cache_dir")
         if d.exists():
             shutil.rmtree(d)
         build_tiny_qwen3(d, seed=seed)

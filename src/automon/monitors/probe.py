@@ -19,7 +19,8 @@ from automon.backends.base import JudgeTiming
 from automon.errors import UserError
 from automon.monitors.base import Monitor, Prediction, Rendered, Resources
 from automon.probes.features import Encoder
-from automon.probes.fit import Probe, identity_hash, load_probe, probe_dir, probe_identity, train_probe
+from automon.probes.features import check_layer
+from automon.probes.fit import Probe, check_probe_cache, identity_hash, load_probe, probe_dir, probe_identity, train_probe
 from automon.prompts import get_template
 from automon.schema import Sample
 from automon.subsets import ALL
@@ -89,4 +90,8 @@ def probe_monitors(c: Any, manifest_hash_of: Callable[[str], str]) -> list[Monit
                                 artifact_hash=identity_hash(ident), features=b.features, subset=subset, cap=b.cap, seed=b.seed,
                                 manifest_hash=manifest_hash, build_dir=str(b.data_dir), encoder=enc,
                                 features_root=features_root, threshold=c.threshold))
+    if b.features == "hidden":  # before the LM loads
+        check_layer(c.model, b.layer, "backend.layer")
+    for m in out:  # a probe not trained yet is fitted and saved while scoring: its cache must take it
+        check_probe_cache(m.artifact_dir, b.cache_dir, "backend.cache_dir")
     return out

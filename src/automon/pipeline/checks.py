@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
 from automon.config.pipeline import STAGES, PipelineConfig
-from automon.outdir import PublishError, check_publish_dest
+from automon.outdir import OutDirError, PublishError, check_publish_dest, ensure_writable_dir, resolved
 from automon.pipeline.stages import PipelineError, StageRun, entry_dirname
 
 
@@ -27,9 +29,20 @@ def validate(c: PipelineConfig) -> None:
     empty = empty_strings(c)
     if empty:  # a name or path given as `key=`: the stages would write into the current directory
         raise PipelineError(f"{empty}= is empty; give a value, or {empty}=null where the schema allows null")
+    if c.python is not None and not _executable(c.python):
+        raise PipelineError(f"python={c.python} is not an executable interpreter (python); give the path of a "
+                            "Python that has automon installed, or leave python unset (the one running pipeline.py)")
+    if Path(c.state_dir).exists() and not Path(c.state_dir).is_dir():
+        raise PipelineError(f"state_dir={c.state_dir} is a file, not a directory (state_dir); choose another "
+                            "state_dir= (the pipeline's record and logs go there)")
     if c.sources.synthetic_n < 1 or c.sources.synthetic_seed < 0:
         raise PipelineError(f"sources.synthetic_n={c.sources.synthetic_n} (>= 1) and sources.synthetic_seed="
                             f"{c.sources.synthetic_seed} (>= 0) are out of range")
+
+
+def _executable(path: str) -> bool:
+    found = shutil.which(path)
+    return found is not None and os.path.isfile(found)
 
 
 def empty_strings(node: Any, prefix: str = "") -> str | None:
@@ -62,9 +75,14 @@ def check_eval_outputs(c: PipelineConfig, eval_runs: Mapping[str, StageRun]) -> 
     if c.monitor.prompt in c.eval.also:
         raise PipelineError(f"eval.also.{c.monitor.prompt} is named like the main evaluation (its prompt): the "
                             "combined matrix would list one of them; name the also-entry otherwise")
-    dirs = {key: Path(r.cfg.output_dir).resolve() for key, r in eval_runs.items()}
+    if "pipeline" in c.eval.also or "combined" in c.eval.also:
+        raise PipelineError(f"eval.also.{'pipeline' if 'pipeline' in c.eval.also else 'combined'} is a name the "
+                            "pipeline uses itself (its record, the combined report): name the also-entry otherwise")
+    check_same_build(eval_runs)
+    dirs = {key: resolved(r.cfg.output_dir, "output_dir") for key, r in eval_runs.items()}
     if c.eval.also:
-        dirs["the combined report"] = (Path(c.eval.out) / "combined").resolve()
+        dirs["the combined report"] = resolved(Path(c.eval.out) / "combined", "eval.out")
+    dirs["the pipeline's record (state_dir)"] = resolved(c.state_dir, "state_dir")
     names = list(dirs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -77,10 +95,39 @@ def check_eval_outputs(c: PipelineConfig, eval_runs: Mapping[str, StageRun]) -> 
             # directory (<eval.out>/<name>), beside what it writes itself, never in one of those
             if outer == "eval" and inner is not None and inner.parts[0] not in _EVAL_OWN_DIRS:
                 continue
+            if b.startswith("the pipeline's record") and da in db.parents and db.relative_to(da).parts == ("pipeline",):
+                continue  # <an evaluation's output_dir>/pipeline: beside its outputs, as the default is
             raise PipelineError(f"{a} and {b} write overlapping directories ({da}, {db}): one would overwrite "
                                 "the other's results; give each evaluation an output_dir of its own")
     if c.eval.also and c.eval.publish:
         try:
             check_publish_dest(Path(c.eval.publish), dirs.values())
-        except PublishError as e:
+            if not c.dry_run:
+                ensure_writable_dir(c.eval.publish, "eval.publish")
+        except (PublishError, OutDirError) as e:
             raise PipelineError(str(e)) from None
+
+
+def check_same_build(eval_runs: Mapping[str, StageRun]) -> None:
+    """Every evaluation of the combined matrix scores one build: an also-entry with another data.dir
+    failed in `combine` after every evaluation had run. Two directories holding the same build (one
+    manifest) are one build."""
+    main = eval_runs.get("eval")
+    if main is None:
+        return
+    here = resolved(main.cfg.data.dir, "data.dir")
+    for key, r in eval_runs.items():
+        there = resolved(r.cfg.data.dir, "data.dir")
+        if there == here or _manifest(there) is not None and _manifest(there) == _manifest(here):
+            continue
+        raise PipelineError(f"{key} scores the build data.dir={r.cfg.data.dir}, the main evaluation "
+                            f"data.dir={main.cfg.data.dir}: the combined matrix compares monitors on one test set; "
+                            "leave data.dir out of the eval.also entry (a probe may still learn from another "
+                            "build's train split with backend.data_dir=, marked CONTAMINATED where they overlap)")
+
+
+def _manifest(build: Path) -> bytes | None:
+    try:
+        return (build / "manifest.json").read_bytes()
+    except OSError:
+        return None

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from automon.config import build, eval, probe, train
+from automon.errors import HYDRA_USAGE, hydra_line, one_line
 
 
 class CompositionError(ValueError):
@@ -53,7 +54,9 @@ def compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
 
     try:
         return hydra_compose(config_name=config_name, overrides=list(overrides))
-    except (HydraException, OmegaConfBaseException) as e:
+    except HydraException as e:  # one line, without Hydra's advice to append a typo with '+'
+        raise CompositionError(hydra_line(e).removesuffix(HYDRA_USAGE)) from None
+    except OmegaConfBaseException as e:
         raise CompositionError(_message(e)) from None
 
 
@@ -63,4 +66,4 @@ def _message(e: BaseException) -> str:
     cause = e.__cause__ or e.__context__
     if cause is not None and str(cause).strip() and str(cause).strip() not in parts[0]:
         parts.append(str(cause).strip())
-    return "\n".join(parts)
+    return "; ".join(one_line(p.split("full_key:")[0]) for p in parts)

@@ -83,6 +83,13 @@ def run_logged(argv: Sequence[str], env: dict[str, str], log_path: Path, echo: b
                 _children.discard(p)
 
 
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def tail(path: Path, n: int = 25) -> str:
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from automon.config.pipeline import STAGES, PipelineConfig
+from automon.errors import UserError, one_line
 import automon.pipeline.proc as proc
 from automon.evaluation.errors import EvalError
 from automon.evaluation.monitors import sweep_adapters
+from automon.outdir import ensure_writable_dir
 from automon.pipeline.checks import check_eval_outputs, validate
 from automon.pipeline.compose import hydra_for
 from automon.pipeline.stages import (PipelineError, StageRun, build_overrides, compose_stage, cpu_threads,
@@ -87,13 +89,20 @@ class Pipeline:
             self.say(f"{name or log_name}: {ended}; {proc.stopped_by()} stops the pipeline")
         proc.check_stopped()
         if rc != 0:
-            raise PipelineError(f"{log_name} failed (exit status {rc}):\n  {shlex.join(argv)}\n"
-                                f"log: {log}\n--- last lines ---\n{proc.tail(log)}")
+            if not self.c.echo:  # its last lines, as context above the one error line (echoed ones are there)
+                self.say(f"{log_name}: the last lines of {log}:")
+                print("\n".join("  " + ln for ln in proc.tail(log, 12).splitlines()), flush=True)
+            how = f"killed by {proc.signal_name(-rc)}" if rc < 0 else f"exit status {rc}"
+            raise PipelineError(f"{name or log_name} failed ({how}); its output is in {log}, and `{shlex.join(argv)}` "
+                                "runs it alone; fix what it says and rerun the same pipeline command (finished "
+                                "stages are kept)")
 
     def preflight(self) -> None:
         """Compose every selected stage's config up front: a typo in any stage's settings stops the
         pipeline before the first stage runs."""
         c = self.c
+        if not c.dry_run:  # its record and logs: written after the first stage's work otherwise
+            ensure_writable_dir(self.state_dir, "state_dir")
         with hydra_for(self.repo / "conf"):
             if "build" in c.stages:
                 self.build_run = compose_stage("build", "build", build_overrides(c, self._sources_root(write=False)),
@@ -381,6 +390,6 @@ def run(cfg: Any, repo: Path) -> int:
     except KeyboardInterrupt:
         print("[pipeline] interrupted; rerun the same command to continue (finished work is kept)", file=sys.stderr)
         return 130
-    except PipelineError as e:
-        print(f"[pipeline] error: {e}", file=sys.stderr)
+    except (PipelineError, UserError) as e:
+        print(f"error: {one_line(str(e))}", file=sys.stderr, flush=True)
         return 2

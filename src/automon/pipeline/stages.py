@@ -25,6 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 from automon.config.pipeline import PipelineConfig
 from automon.data.build import BuildError
 from automon.data.status import status as data_status
+from automon.errors import one_line
 from automon.evaluation import USER_ERRORS as EVAL_ERRORS
 from automon.evaluation.identity import as_config as eval_config
 from automon.evaluation.status import status as eval_status
@@ -98,12 +99,12 @@ def compose_stage(stage: str, name: str, overrides: list[str], py: str, repo: Pa
     if stage == "train":  # train/sft.py checks its overrides before Hydra, with the valid keys listed
         problems = preflight(overrides, repo / "conf")
         if problems:
-            raise PipelineError(f"{spec.script} rejects its configuration:\n  {cmd}\n" + "\n".join(problems))
+            raise PipelineError(f"{spec.script} rejects its configuration: {' | '.join(problems)} (its command: {cmd})")
     try:
         cfg = compose(spec.config_name, overrides)
         spec.validate(cfg)
     except (CompositionError, OmegaConfBaseException, *spec.user_errors) as e:
-        raise PipelineError(f"{spec.script} rejects its configuration:\n  {cmd}\n{e}") from None
+        raise PipelineError(f"{spec.script} rejects its configuration: {one_line(str(e))} (its command: {cmd})") from None
     return StageRun(stage, name, list(overrides), cfg)
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from automon.backends import BACKENDS
-from automon.backends.base import JudgeResult
+from automon.backends.base import JudgeError, JudgeResult
 from automon.config import CONF_DIR
 from automon.config.common import ConfigError, ModelConfig
 from automon.errors import UserError
 from automon.models.loading import load_tokenizer
+from automon.outdir import OutDirError, ensure_writable_dir
 from automon.policy.generate import Ask, PolicyAnswers
 
 log = logging.getLogger("automon.policy")
@@ -56,7 +57,12 @@ def backend_config(name: str, args: dict, key: str = "policy") -> Any:
     try:
         return cls(**dict(args))
     except ConfigError as e:
-        raise PolicyError(str(e), f"{key}.backend_args") from e
+        raise PolicyError(args_named(str(e), key)) from e
+
+
+def args_named(message: str, key: str) -> str:
+    """A backend's own message names its keys backend.<k>; a policy sets them as <key>.backend_args.<k>."""
+    return message.replace("backend.", f"{key}.backend_args.")
 
 
 class Policy:
@@ -70,12 +76,20 @@ class Policy:
         self.model = model_config(pcfg.model, key=key)
         args = dict(pcfg.backend_args or {})
         self.backend = backend_config(pcfg.backend, args, key=key)
+        if not self.backend.generates:  # a NotImplementedError once the policy opened, past the start-up check
+            raise PolicyError(f"{key}.backend={pcfg.backend} cannot write answers (it only scores)", f"{key}.backend",
+                              f"use {key}.backend=" + " or ".join(n for n, b in BACKENDS.items() if b.generates))
         if "seed" in {f.name for f in dataclasses.fields(self.backend)} and "seed" not in args:
             self.backend.seed = pcfg.seed  # an API's sampling seed follows policy.seed
         try:
             self.backend.check_model(self.model)
-        except ValueError as e:
-            raise PolicyError(str(e), f"{key}.model") from e
+        except ValueError as e:  # the model (model=api), or a backend_args setting this machine cannot run
+            raise PolicyError(args_named(str(e), key), None if "backend." in str(e) else f"{key}.model") from e
+        if not Path(pcfg.cache).is_dir():  # a file (or no way to make it) failed once the model had loaded,
+            try:                           # naming cache_dir=; an existing dir is read first
+                ensure_writable_dir(pcfg.cache, f"{key}.cache")
+            except OutDirError as e:
+                raise PolicyError(str(e)) from None
         self.key = key
         self._answers: PolicyAnswers | None = None
         self._judge = None
@@ -98,7 +112,10 @@ class Policy:
 
                 torch.manual_seed(self.cfg.seed)
             log.info("policy: %s on backend=%s", self.model.name, self.backend.name)
-            self._judge = self.backend.make_judge(self.model, "generate", [], tokenizer)
+            try:
+                self._judge = self.backend.make_judge(self.model, "generate", [], tokenizer)
+            except JudgeError as e:  # a setting this machine cannot run (device=cuda without a GPU)
+                raise PolicyError(args_named(e.line(), self.key)) from None
             if not hasattr(self._judge, "generate"):
                 raise PolicyError(f"backend={self.backend.name} cannot generate answers", f"{self.key}.backend",
                                   f"use {self.key}.backend=hf, vllm or openai")

@@ -194,6 +194,21 @@ def hidden_state_encoder(model_cfg: Any, layer: int = -1, pooling: str = "mean",
     return Encoder(ident, encode, batch_size)
 
 
+def check_layer(model_cfg: Any, layer: int, key: str) -> None:
+    """Before the model loads: `layer` names a hidden state of the model (-(n+1)..n for n layers: 0 the
+    embeddings, -1 the last); an index out of range was an IndexError after the model loaded. A model whose
+    config cannot be read here (not local, not cached) is left to load and fail its own way."""
+    try:
+        from transformers import AutoConfig
+
+        n = AutoConfig.from_pretrained(resolve_model_path(model_cfg), revision=model_cfg.revision).num_hidden_layers
+    except Exception:  # noqa: BLE001 - the model load reports it, with what to do
+        return
+    if not -(n + 1) <= layer <= n:
+        raise UserError(f"{key}={layer} is out of range: model={model_cfg.name} has {n} layers, so {n + 1} hidden "
+                        f"states", key, f"use a value from {-(n + 1)} to {n} (0: the embeddings, -1: the last layer)")
+
+
 def make_encoder(features: str, model_cfg: Any, layer: int = -1, pooling: str = "mean", max_length: int = 256,
                  batch_size: int = 16) -> Encoder | None:
     """The encoder a probe with these `features` reads through (None: lexical, whose vectoriser is

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import pickle
 import random
 from collections import defaultdict
@@ -22,10 +23,13 @@ import numpy as np
 
 from automon.errors import UserError
 from automon.models.tiny import default_cache_dir
+from automon.outdir import ensure_writable_dir
 from automon.probes.features import Encoder, probe_text
 from automon.probes.features import features as feature_matrix
 from automon.schema import Sample
 from automon.subsets import ALL
+
+log = logging.getLogger(__name__)
 
 PROBE_VERSION = "probe_v1"  # bump when fitting changes (regularisation, vectoriser, subsampling)
 PROBE_FEATURES = ("lexical", "minilm", "hidden")  # what a probe reads (backend.features=)
@@ -137,8 +141,34 @@ def train_probe(features: str, encoder: Encoder | None, train: Sequence[Sample],
     return probe
 
 
+def probe_trained(d: Path) -> bool:
+    """Whether `d` holds a trained probe's files (probe.json is written last)."""
+    return (d / PROBE_FILE).is_file() and (d / PROBE_META_FILE).is_file()
+
+
 def load_probe(d: Path, features: str, encoder: Encoder | None) -> Probe | None:
+    """The trained probe in `d`, None when there is none: also when probe.pkl is damaged (cut short, or
+    another object than a classifier), with a warning; it is then fitted again, as a missing one is."""
     f = d / PROBE_FILE
-    if not (f.exists() and (d / PROBE_META_FILE).exists()):
+    if not probe_trained(d):
         return None
-    return Probe(features, pickle.loads(f.read_bytes()), encoder)
+    try:
+        model = pickle.loads(f.read_bytes())
+    except Exception as e:  # noqa: BLE001 - any unpickling failure: a damaged file, refitted
+        log.warning("%s is damaged (%s: %s): the probe is fitted again", f, type(e).__name__, e)
+        return None
+    if not callable(getattr(model, "predict_proba", None)):
+        log.warning("%s holds a %s, not a fitted probe: the probe is fitted again", f, type(model).__name__)
+        return None
+    return Probe(features, model, encoder)
+
+
+def check_probe_cache(d: Path, cache_dir: str | Path | None, key: str) -> None:
+    """Before any encoder or fitting work: a probe not trained yet can be written where its identity
+    puts it (`key`, or $AUTOMON_CACHE when unset: a file, or a read-only HOME, failed after the fit)."""
+    if probe_trained(d):
+        return
+    probes, features = probe_roots(cache_dir)
+    where = key if cache_dir else "AUTOMON_CACHE"
+    for root in (probes, features):
+        ensure_writable_dir(root, where)

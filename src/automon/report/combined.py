@@ -12,10 +12,12 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from automon.outdir import PUBLISHED_MARKER, check_publish_dest
+from automon.errors import UserError
+from automon.outdir import check_publish_dest, output_files, replace_published
 from automon.report import markdown, plots, tables
 from automon.report.columns import far_keys, metric_cells, metric_headers, quotes_in
 from automon.schema import SUBSETS
@@ -40,12 +42,31 @@ def _provenance(name: str, d: Path, top: dict) -> dict[str, Any]:
             "caveats": top.get("caveats") or []}
 
 
+class CombineError(UserError):
+    """The evaluations cannot be put in one matrix (not an evaluation's results, different builds)."""
+
+
+def _evaluation_metrics(d: Path) -> dict:
+    """An evaluation's metrics.json; CombineError for one that is missing or not an evaluation's (a combined
+    report's, which has no "data": the output of one landed on the other)."""
+    try:
+        top = json.loads((d / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CombineError(f"{d}/metrics.json cannot be read ({e})", str(d / "metrics.json"),
+                           "rerun the evaluation that writes there") from None
+    if not isinstance(top, dict) or not isinstance(top.get("data"), dict) or not ("monitors" in top or "monitor" in top):
+        raise CombineError(f"{d}/metrics.json is not an evaluation's results (a combined report's, or another "
+                           "file)", str(d / "metrics.json"),
+                           "give each evaluation and the combined report directories of their own, and rerun")
+    return top
+
+
 def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
     described: list[dict] = []
     metrics: dict[str, dict] = {}
     prov = []
     for ev, d in evals.items():
-        top = json.loads((Path(d) / "metrics.json").read_text())
+        top = _evaluation_metrics(Path(d))
         prov.append(_provenance(ev, Path(d), top))
         for name, m in _monitors(top).items():
             key = f"{ev}/{name}"
@@ -53,11 +74,14 @@ def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
             metrics[key] = m
     hashes = {p["data_manifest_hash"] for p in prov}
     if len(hashes) != 1:
-        raise ValueError(f"the evaluations scored different builds ({sorted(hashes)}): a combined matrix "
-                         "would compare different test sets")
+        raise CombineError(f"the evaluations scored different builds ({sorted(hashes)}): a combined matrix "
+                           "would compare different test sets", "data.dir",
+                           "score every evaluation of eval.also on the build of the main one")
     subsets = [s for s in SUBSETS if any(s in m["by_subset"] for m in metrics.values())]
     rows = tables.matrix_rows(described, metrics, subsets)
     out.mkdir(parents=True, exist_ok=True)
+    for name in _combined_files():  # all rewritten below but the robustness ones, which a run without stress=
+        (out / name).unlink(missing_ok=True)  # lacks: an earlier run's must not be published as this one's
     tables.write_matrix_csv(rows, out / "matrix.csv")
     mmd = tables.matrix_md(rows)
     (out / "matrix.md").write_text(mmd, encoding="utf-8")
@@ -76,6 +100,12 @@ def combine(evals: Mapping[str, Path], out: Path, title: str) -> Path:
     (out / "metrics.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     (out / "report.md").write_text(_report(doc, mmd, described, metrics), encoding="utf-8")
     return out
+
+
+def _combined_files() -> tuple[str, ...]:
+    """Every file `combine` writes in its directory."""
+    return ("matrix.csv", "matrix.md", "robustness.csv", markdown.ROBUSTNESS_FIGURE, "heatmap.png", "pareto.png",
+            "metrics.json", "report.md")
 
 
 def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, dict]) -> str:
@@ -99,38 +129,51 @@ def _report(doc: dict, mmd: str, described: list[dict], metrics: Mapping[str, di
     return "\n".join(lines)
 
 
+# What publish copies of each evaluation, besides its predictions (gzipped)
+_COPIED = ("report.md", "metrics.json", "config.yaml", "timing.json", "matrix.csv", "matrix.md", "heatmap.png",
+           "curves.png", "pareto.png", "robustness.csv", "robustness.png")
+
+
 def publish(evals: Mapping[str, Path], combined: Path, dest: Path, pipeline_state: Path | None = None) -> Path:
     """Copy what a reader needs to check every number: the combined results, and per evaluation its
-    report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime). `dest` is
-    replaced only if it is empty or an earlier publish wrote it (check_publish_dest)."""
+    report, metrics, resolved config, timings and predictions (gzipped, byte-stable: no mtime), only files
+    of its current output set (output_files: a stale robustness.csv or monitors/<old>/ of an earlier run
+    is not passed off as this one's). `dest` must be new, empty or an earlier publish's (check_publish_dest);
+    there the files its marker lists are replaced and every other file stays (replace_published). The copy
+    is made in a temp dir beside it, removed whatever happens."""
     check_publish_dest(dest, [combined, *evals.values()])
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(combined, tmp)
-    for ev, d in evals.items():
-        d = Path(d)
-        t = tmp / ev
-        t.mkdir(parents=True)
-        for f in ("report.md", "metrics.json", "config.yaml", "timing.json", "matrix.csv", "matrix.md",
-                  "heatmap.png", "curves.png", "pareto.png", "robustness.csv", "robustness.png"):
-            if (d / f).exists():
-                shutil.copy2(d / f, t / f)
-        if (d / "stressed_samples.jsonl").exists():  # what the monitors saw under stress=
-            with open(d / "stressed_samples.jsonl", "rb") as src, \
-                    gzip.GzipFile(t / "stressed_samples.jsonl.gz", "wb", mtime=0) as gz:
-                shutil.copyfileobj(src, gz)
-        for pred in sorted(d.glob("**/predictions.jsonl")):
-            rel = pred.relative_to(d)
-            (t / rel.parent).mkdir(parents=True, exist_ok=True)
-            with open(pred, "rb") as src, gzip.GzipFile(t / rel.parent / (rel.name + ".gz"), "wb", mtime=0) as gz:
-                shutil.copyfileobj(src, gz)
-            report = pred.parent / "report.md"
-            if report.exists() and pred.parent != d:
-                shutil.copy2(report, t / rel.parent / "report.md")
-    if pipeline_state is not None and Path(pipeline_state).exists():
-        shutil.copy2(pipeline_state, tmp / "pipeline_state.json")
-    (tmp / PUBLISHED_MARKER).write_text("written by automon's eval.publish: the next publish may replace this "
-                                        "directory\n")
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.publish-", dir=dest.parent))
+    try:
+        shutil.rmtree(tmp)
+        shutil.copytree(combined, tmp)
+        for ev, d in evals.items():
+            _copy_evaluation(Path(d), tmp / ev)
+        if pipeline_state is not None and Path(pipeline_state).exists():
+            shutil.copy2(pipeline_state, tmp / "pipeline_state.json")
+        check_publish_dest(dest, [combined, *evals.values()])  # again: it may have changed since start-up
+        replace_published(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def _copy_evaluation(d: Path, t: Path) -> None:
+    own = output_files(d)  # None: results from before output sets listed their files
+    t.mkdir(parents=True)
+    for f in _COPIED:
+        if (d / f).exists() and (own is None or f in own):
+            shutil.copy2(d / f, t / f)
+    preds = [d / f for f in own if Path(f).name == "predictions.jsonl"] if own is not None else \
+        sorted(d.glob("**/predictions.jsonl"))
+    if (d / "stressed_samples.jsonl").exists() and (own is None or "stressed_samples.jsonl" in own):
+        preds.append(d / "stressed_samples.jsonl")  # what the monitors saw under stress=
+    for pred in sorted(preds):
+        rel = pred.relative_to(d)
+        (t / rel.parent).mkdir(parents=True, exist_ok=True)
+        with open(pred, "rb") as src, gzip.GzipFile(t / rel.parent / (rel.name + ".gz"), "wb", mtime=0) as gz:
+            shutil.copyfileobj(src, gz)
+        report = pred.parent / "report.md"
+        if report.exists() and pred.parent != d:
+            shutil.copy2(report, t / rel.parent / "report.md")

@@ -70,6 +70,11 @@ def validate(c: SFTConfig) -> None:
          f"trainer.attn_implementation={c.trainer.attn_implementation!r} is not a valid value "
          f"(trainer.attn_implementation); use one of: {', '.join(ATTN_IMPLEMENTATIONS)}"),
         (t.seed >= 0, f"train.seed={t.seed} is out of range (train.seed); use a value >= 0"),
+        # a pack budget of an unpacked run would be ignored, yet it is part of the run's identity
+        (t.packing or t.tokens_per_step is None,
+         f"train.tokens_per_step={t.tokens_per_step} is set with train.packing=false (train.tokens_per_step, "
+         "train.packing): an unpacked run has no pack budget; leave train.tokens_per_step unset (null), or "
+         "train.packing=true to pack"),
         (t.lr_scheduler in LR_SCHEDULERS, f"train.lr_scheduler={t.lr_scheduler!r} is not a valid value "
                                           f"(train.lr_scheduler); use one of: {', '.join(LR_SCHEDULERS)}"),
         (t.save_steps >= 1 and t.logging_steps >= 1, "train.save_steps and train.logging_steps must be >= 1"),

@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 
 from automon.config.probe import ProbeTrainConfig
 from automon.data.io import load_build
-from automon.probes.features import make_encoder
-from automon.probes.fit import PROBE_META_FILE, load_probe, probe_dir, probe_identity, probe_roots, train_probe
+from automon.probes.features import check_layer, make_encoder
+from automon.probes.fit import PROBE_META_FILE, check_probe_cache, load_probe, probe_dir, probe_identity, probe_roots, train_probe
 from automon.stage_status import Currency, Status
 from automon.versions import code_version, library_versions
 
@@ -38,7 +38,10 @@ def status(cfg: Any) -> Status:
 
 def run(cfg: Any) -> Path:
     c = as_config(cfg)
+    if c.features == "hidden":  # before the LM loads
+        check_layer(c.model, c.layer, "layer")
     d, ident, enc = where(c)
+    check_probe_cache(d, c.cache_dir, "cache_dir")
     if load_probe(d, c.features, enc) is not None:
         print(f"{d} is trained already ({PROBE_META_FILE}: {ident['probe']} on {c.train_subset})")
         return d
