@@ -317,3 +317,16 @@ def test_the_reference_monitor_table_quotes_the_recorded_build():
             kinds = dict(part.rsplit(" ", 1) for part in control.strip("()").split(", ")) if "_" in control else {}
             for kind, far in kinds.items():
                 assert far == f"{r['controls'][kind]:.3f}", (rule, sub, kind)
+
+
+def test_constrained_decoding_cost_quotes_the_bench_record():
+    """bench/README.md's cost of constraining evidence answers on hf: each cell as bench_constrained.py recorded it."""
+    rows = _rows((REPO / "bench/README.md").read_text(), "| record | model |")
+    assert rows
+    for record, model, _, wall, guide, step, share, parsed in rows:
+        rec = json.loads((REPO / "bench/results" / record).read_text())
+        m = rec["median"]
+        assert model.startswith(rec["model"]), record
+        assert wall == f"{m['wall_s_per_sample']:.2f} s" and guide == f"{m['guide_s_per_sample']:.3f} s", record
+        assert step == f"{m['guide_ms_per_step']:.2f} ms" and share == f"{100 * m['guide_share']:.1f} %", record
+        assert parsed == m["parsed"], record

@@ -138,8 +138,17 @@ class BackendConfig:
         raise NotImplementedError(f"{type(self).__name__} must build its judge")
 
     def generation_identity(self, prompt_kind: str) -> dict[str, Any]:
-        """The generation budget, which changes an evidence answer (a direct answer reads one token)."""
-        return {"max_new_tokens": self.max_new_tokens} if prompt_kind == "evidence" else {}
+        """The generation budget, which changes an evidence answer (a direct answer reads one token),
+        and how the answer is decoded where the backend records it (decoding_identity)."""
+        out: dict[str, Any] = {"max_new_tokens": self.max_new_tokens} if prompt_kind == "evidence" else {}
+        decoding = self.decoding_identity(prompt_kind)
+        return {**out, "decoding": decoding} if decoding else out
+
+    def decoding_identity(self, prompt_kind: str) -> dict[str, Any]:
+        """How this backend constrains the answers of `prompt_kind`, where that changed after predictions
+        and evaluations were recorded (hf: evidence answers constrained to evidence_regex). Empty: not
+        recorded, so the identities recorded before stay what they were."""
+        return {}
 
 
 def local_weights_identity(model: Any) -> dict[str, Any]:
@@ -263,7 +272,9 @@ def evidence_regex(schema: Mapping = EVIDENCE_JSON_SCHEMA) -> str:
     `json.dumps` with its default separators (", " and ": "), the schema's key order and enums, and
     at most EVIDENCE_MAX_QUOTES quotes.
 
-    vLLM constrains decoding with this rather than with the JSON schema: the schema admits any
+    vLLM and the hf backend (automon.backends.constrained) constrain decoding with this; the OpenAI
+    backend sends the schema itself (response_format=json_schema, strict), which an API enforces in its
+    own spelling. The local backends use this rather than the JSON schema: the schema admits any
     whitespace between tokens, and a weak model decoding greedily then emits whitespace until
     max_new_tokens (seen with the tiny model: every answer unparseable). The regex admits only the
     trained answer format, in any tokenisation. The quotes' length is not bounded here: a bounded

@@ -1,8 +1,10 @@
 """transformers + PEFT judge: batched, left-padded, CPU-capable (the test and CPU-smoke backend).
 
 Direct prompt: one forward pass per batch with logits for the last position only; P(yes) from the
-yes/no variant ids (shared/docs/apis.md s3). Evidence prompt: greedy generation; P(true) is read at
-the verdict token from log-probabilities recorded during generation.
+yes/no variant ids (shared/docs/apis.md s3). Evidence prompt: greedy generation constrained to the
+evidence format (automon.backends.constrained: the regex the vLLM backend constrains with), so every
+answer parses; P(true) is read at the verdict token from the model's own log-probabilities, recorded
+during generation before the format's mask (as the vLLM backend reads them, unconstrained).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from automon.backends.base import (
     local_weights_identity,
     verdict_position,
 )
+from automon.backends.constrained import FormatGuide, decoding_identity, guide_tokenizer
 from automon.models.loading import ModelLoadError, resolve_model_path
 
 
@@ -51,6 +54,9 @@ class HFConfig(BackendConfig):
         # The device matters: CPU and CUDA kernels (and dtypes) give slightly different P(yes).
         return {**local_weights_identity(model), "dtype": self.dtype or model.dtype,
                 "device": resolve_device(self.device), **self.generation_identity(prompt_kind)}
+
+    def decoding_identity(self, prompt_kind: str) -> dict[str, Any]:
+        return decoding_identity() if prompt_kind == "evidence" else {}
 
     def make_judge(self, model: Any, prompt_kind: str, adapters: Sequence[LoraAdapter], tokenizer: Any) -> "HFJudge":
         check_device(self.device)
@@ -163,6 +169,8 @@ class HFJudge:
                                            tokenizer.convert_tokens_to_ids("<|im_end|>"),
                                            tokenizer.convert_tokens_to_ids("<|endoftext|>"))
                                if isinstance(i, int) and i >= 0})
+        # Evidence answers are constrained to the format; llguidance's view of the tokenizer is built once.
+        self._guide_tokenizer = guide_tokenizer(tokenizer, self.eos_ids) if prompt_kind == "evidence" else None
 
     # ------------------------------------------------------------ public
 
@@ -288,12 +296,14 @@ class HFJudge:
         input_ids, mask = self._pad(rows)
         pos_ids, neg_ids = self.tokens.pair("evidence")
         rec = _VerdictRecorder([*pos_ids, *neg_ids])
+        # The recorder comes first: it reads the model's own distribution, before the format's mask.
+        guide = FormatGuide(self._guide_tokenizer, self.tokenizer, len(rows), self.cfg.max_new_tokens, self.eos_ids)
         gc = GenerationConfig(max_new_tokens=self.cfg.max_new_tokens, do_sample=False,
                               eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
         t0 = time.perf_counter()
         with torch.inference_mode():
             gen = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc,
-                                      logits_processor=LogitsProcessorList([rec]))
+                                      logits_processor=LogitsProcessorList([rec, guide]))
         self._sync()
         self.timing.model_s += time.perf_counter() - t0
         new = gen[:, input_ids.shape[1]:].tolist()

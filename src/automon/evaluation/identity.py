@@ -8,9 +8,10 @@ hashes) and the metrics version; with detectors=, the versions of the OOD featur
 perplexity computation and fusion; with stress=, each stress's version and the robustness version,
 and with stress=[paraphrase] by a model, that model (paraphrase.model: name, backend, weights
 identity, budget, seed, instruction version); with monitors that quote (an evidence prompt), the
-version of the evidence scoring against gold spans. `identity` computes that; the evaluation records it in
-<output_dir>/identity.json once every output is written (`record`; publishing a new output set
-removes the old record first, automon.evaluation.publish).
+version of the evidence scoring against gold spans; and how the backend decodes the answers where it
+records that (BackendConfig.decoding_identity: hf with the evidence prompt). `identity` computes that;
+the evaluation records it in <output_dir>/identity.json once every output is written (`record`;
+publishing a new output set removes the old record first, automon.evaluation.publish).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from automon.metrics import METRICS_VERSION
 from automon.ood.detectors import DETECTORS_VERSION, NLL_VERSION
 from automon.ood.fusion import FUSION_VERSION
 from automon.probes.features import FEATURES_VERSION
+from automon.prompts import get_template
 
 IDENTITY_FILE = "identity.json"
 IDENTITY_FORMAT = "automon-eval-identity-v1"
@@ -99,6 +101,10 @@ def identity(c: HoldoutConfig, monitors: Sequence[Monitor], manifest_hash: str) 
     source = c.backend.source_identity()
     if source is not None:  # only then (backend=inspect_log: the log's bytes), so other identities stay as they were
         ident["source"] = source
+    decoding = c.backend.decoding_identity(get_template(c.prompt.name).kind)
+    if decoding:  # only then (hf with the evidence prompt), so every other evaluation keeps its identity
+        # how the answers were decoded: hf evidence answers decoded unconstrained are not current
+        ident["decoding"] = decoding
     if c.detectors:  # only then, so an evaluation without detectors keeps the identity it had
         # the fused monitors' scores are computed by these versions' features, detectors and fusion
         ident["ood"] = {"detectors": DETECTORS_VERSION, "nll": NLL_VERSION, "features": FEATURES_VERSION,
