@@ -119,17 +119,20 @@ def test_counts_quote_the_recorded_build():
 
 @pytest.mark.parametrize("version", ["v5", "v6", "v7", "v8", "v9"])
 def test_the_data_hash_and_build_record_are_the_recorded_build(version):
-    """docs/data.md quotes the data hash (sha256 of manifest.json) of the recorded v5, v6, v7, v8 and v9 (default)
-    builds, and each build record (build_log.json) belongs to its build."""
+    """docs/data.md's table of retired wordings quotes the data hash (sha256 of manifest.json), the test
+    samples and the build record's code of the recorded v5-v9 builds, and each build record (build_log.json)
+    belongs to its build."""
     manifest = REPO / f"docs/results/build-local-{version}.manifest.json"
     digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
-    assert f"data hash `{digest[:12]}...`" in (REPO / "docs/data.md").read_text()
+    table = {r[0].split()[0]: r for r in _rows((REPO / "docs/data.md").read_text(), "| wordings | built by |")}
+    row = table[version]
     log = json.loads((REPO / f"docs/results/build-local-{version}.build_log.json").read_text())
     m = json.loads(manifest.read_text())
     assert m["config"]["wordings"]["version"] == version
     n = {split: sum(sum(v.values()) for v in m["counts"][split].values()) for split in ("test", "train")}
     assert (log["n_test"], log["n_train"]) == (n["test"], n["train"])
-    assert "code_version" not in m and log["build"]["code_version"] in (REPO / "docs/data.md").read_text()
+    assert row[2] == digest[:12] and int(row[4].replace(",", "")) == n["test"]
+    assert "code_version" not in m and row[5] == log["build"]["code_version"]
 
 
 def test_the_audit_table_quotes_the_recorded_build():
