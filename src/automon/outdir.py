@@ -178,20 +178,26 @@ def replace_published(new: Path, dest: Path) -> None:
                            f"{', '.join(clash[:6])}", "eval.publish",
                            "move them elsewhere (or name another directory) and rerun the same command")
     _write_marker(dest, earlier | incoming)
-    for rel in sorted(earlier - incoming):
-        p = dest / rel
+    remove_files(dest, earlier - incoming)
+    for rel in sorted(incoming):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(new / rel, dest / rel)
+    _write_marker(dest, incoming)
+
+
+def remove_files(root: Path, rels: Iterable[str]) -> None:
+    """Remove the files at `rels` (paths relative to `root`) and the directories under `root` that leaves
+    empty: an earlier output set's files that a new set lacks."""
+    for rel in sorted(rels):
+        p = root / rel
         p.unlink(missing_ok=True)
         for d in p.parents:
-            if d == dest or dest not in d.parents:
+            if d == root or root not in d.parents:
                 break
             try:
                 d.rmdir()
             except OSError:
                 break
-    for rel in sorted(incoming):
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(new / rel, dest / rel)
-    _write_marker(dest, incoming)
 
 
 def _write_marker(d: Path, files: set[str]) -> None:

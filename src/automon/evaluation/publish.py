@@ -28,7 +28,7 @@ from automon.data.io import _lock, lock_leftover, resolved
 from automon.errors import disk_full
 from automon.evaluation.errors import EvalError
 from automon.evaluation.identity import IDENTITY_FILE, IDENTITY_FORMAT
-from automon.outdir import OUTPUT_SET, output_files
+from automon.outdir import OUTPUT_SET, output_files, remove_files
 from automon.training.rundir import is_run_dir
 
 METRICS_FILE = "metrics.json"
@@ -151,28 +151,14 @@ def publish(stage: Path, out_dir: Path) -> None:
     for src in files:
         rel = src.relative_to(stage).as_posix()
         if rel == IDENTITY_FILE:
-            _remove_stale(out_dir, earlier - new)
+            remove_files(out_dir, earlier - new)
             _write_set(out_dir, new)
         dst = out_dir / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dst)
     if IDENTITY_FILE not in new:  # an incomplete set records no identity
-        _remove_stale(out_dir, earlier - new)
+        remove_files(out_dir, earlier - new)
         _write_set(out_dir, new)
-
-
-def _remove_stale(out_dir: Path, stale: set[str]) -> None:
-    """Remove an earlier set's files that the new one lacks, and the directories that leaves empty."""
-    for rel in sorted(stale):
-        p = out_dir / rel
-        p.unlink(missing_ok=True)
-        for d in p.parents:
-            if d == out_dir or out_dir not in d.parents:
-                break
-            try:
-                d.rmdir()
-            except OSError:
-                break
 
 
 @contextmanager
