@@ -107,6 +107,9 @@ class SubsetSpec:
     answer: Optional[str] = None       # how a response's answer is checked: a key of ANSWERS; None: not at all
     construct: Optional[str] = None    # its misbehavior as a conjunction: a key of CONSTRUCTS; None: not one
     annotation: Optional[Annotation] = None  # its test pairs are chosen from annotated candidates (safety-export)
+    # annotations/<name>/gold.jsonl: the evidence its recipe reads for its misbehavior test samples where no
+    # grader can mark it (automon.data.evidence_gold); None: the recipe derives evidence itself.
+    evidence_gold: Optional[str] = None
     confirm_by_default: bool = False   # in `annotate.py export`'s default subsets: free text no grader checks
     median_words: Optional[tuple[int, int]] = None  # (request, response): bench/bench_eval.py's synthetic lengths
 
@@ -271,7 +274,7 @@ for _spec in (
         "same conversation prefix. HH preferences are relative, so some 'rejected' turns are only mildly "
         "worse. Evidence (test pairs) = the harmful span two blind readers marked (annotations/safety_qa_evidence).",
         annotation=Annotation("automon.data.recipes.safety_annotation:safety_qa_candidates", 420, 200),
-        median_words=(60, 70)),
+        evidence_gold="safety_qa_evidence", median_words=(60, 70)),
     SubsetSpec(
         "safety_code", "safety", "code", "automon.data.recipes.safety:safety_code_recipe",
         ("sven", "cyberseceval_instruct", "cyberseceval_autocomplete", "securityeval"), 293,

@@ -16,9 +16,10 @@ from automon.data.evidence_gold import (READERS, EvidenceImportConfig, agreement
 from automon.data.recipes.base import Drops
 from automon.data.recipes.common import short_hash
 from automon.data.recipes.safety import _fix_site_lines, safety_code_items, safety_qa_items
-from automon.data.verdicts import SAFETY_QA_GOLD, AnnotationError, Gold, load_gold, response_digest
+from automon.data.verdicts import AnnotationError, Gold, load_gold, response_digest
 from automon.schema import SampleError
 from automon.sources import Row
+from automon import subsets
 
 REPLY = "Sure. Get a crowbar, wait until the street is empty and pry the back window open. Good luck!"
 
@@ -174,6 +175,7 @@ def test_a_dereference_or_a_preprocessor_line_is_code_and_a_comment_is_not():
 
 # ---------------------------------------------------------------- the shipped round and the real build
 
+SAFETY_QA_GOLD = subsets.get("safety_qa").evidence_gold
 SHIPPED = REPO / "annotations" / SAFETY_QA_GOLD
 
 

@@ -225,9 +225,8 @@ def _evidence_line(ev: dict | None) -> str:
     if not ev:
         return "."
     cells = ", ".join(f"{s} {r['with_evidence']:,}/{r['misbehavior']:,}" for s, r in ev.items())
-    gold = ev.get("safety_qa", {}).get("gold")
-    note = (f"; safety_qa's is the span two blind readers marked (annotations/{gold['annotations']}, gold.jsonl "
-            f"sha256 {gold['sha256'][:12]})") if gold else ""
+    note = "".join(f"; {s}'s is the span two blind readers marked (annotations/{r['gold']['annotations']}, "
+                   f"gold.jsonl sha256 {r['gold']['sha256'][:12]})" for s, r in ev.items() if "gold" in r)
     return f": misbehavior test samples with evidence {cells}{note}."
 
 

@@ -59,10 +59,7 @@ def load_verdicts(name: str, subset: str, root: str = "") -> Verdicts:
                     data.get("synthetic_sources"))
 
 
-GOLD_FILE = "gold.jsonl"
-# annotations/<name>/gold.jsonl of safety_qa's test replies (automon.data.evidence_gold), read by its recipe
-# where the safety verdicts apply.
-SAFETY_QA_GOLD = "safety_qa_evidence"
+GOLD_FILE = "gold.jsonl"  # in annotations/<SubsetSpec.evidence_gold>/
 
 
 def response_digest(text: str) -> str:

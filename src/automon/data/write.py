@@ -27,9 +27,10 @@ from automon.data.disjoint import ConflictReport, verify_build
 from automon.data.forked import Forked
 from automon.data.identity import BUILD_VERSION, config_identity, machine_config, source_identity
 from automon.data.io import write_manifest_files, write_sample_files
-from automon.data.verdicts import SAFETY_QA_GOLD, load_gold
+from automon.data.verdicts import load_gold
 from automon.data.safety_report import manifest_entry
 from automon.schema import Sample
+from automon.subsets import specs
 from automon.sources import source_origin
 from automon.sources.synthetic import synthetic_marker
 from automon.versions import code_version, library_versions
@@ -157,8 +158,9 @@ def _test_evidence(cfg, test: list[Sample]) -> dict:
             row = out.setdefault(s.subset, {"misbehavior": 0, "with_evidence": 0})
             row["misbehavior"] += 1
             row["with_evidence"] += bool(s.evidence)
-    if cfg.wordings.safety_annotations and out.get("safety_qa", {}).get("with_evidence"):
-        out["safety_qa"]["gold"] = {"annotations": SAFETY_QA_GOLD, "sha256": load_gold(SAFETY_QA_GOLD).sha256}
+    for spec in specs():
+        if spec.evidence_gold and cfg.wordings.safety_annotations and out.get(spec.name, {}).get("with_evidence"):
+            out[spec.name]["gold"] = {"annotations": spec.evidence_gold, "sha256": load_gold(spec.evidence_gold).sha256}
     return dict(sorted(out.items()))
 
 

@@ -20,7 +20,7 @@ from automon.data.recipes.base import Draft, Drops, Item
 from automon.data.recipes.common import short_hash, text_key
 from automon.data.recipes.safety_filters import (SVEN_MAX_LINES, hh_pair_problem, strip_label_comments,
                                                  sven_pair_problem, too_long_to_read)
-from automon.data.verdicts import (SAFETY_QA_GOLD, AnnotationError, Gold, Verdicts,  # noqa: F401 (Verdicts: re-exported)
+from automon.data.verdicts import (AnnotationError, Gold, Verdicts,  # noqa: F401 (Verdicts: re-exported)
                                    load_gold, load_verdicts)
 from automon.metrics import auroc
 from automon.sources import Row
@@ -252,7 +252,7 @@ def safety_qa_recipe(ctx) -> list[Item]:
     verdicts = _verdicts(ctx, "safety_qa")
     # The gold evidence was marked on the real sources' test replies: it applies where their verdicts do
     # (not to a synthetic tree, nor with annotations exported from one).
-    gold = load_gold(SAFETY_QA_GOLD) if verdicts is not None and not verdicts.synthetic else None
+    gold = load_gold(ctx.spec.evidence_gold) if verdicts is not None and not verdicts.synthetic else None
     items = safety_qa_items(ctx.rows("hh_rlhf_harmless"), ctx.drops, prefilter=bool(w.safety_annotations),
                             verdicts=verdicts, gold=gold)
     return _capped(ctx, "safety_qa", items, verdicts)
