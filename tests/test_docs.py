@@ -156,7 +156,9 @@ def test_the_default_audit_table_quotes_the_recorded_build():
             assert cell == f"{members[member]['auroc']:.2f} / {members[member]['pair_accuracy']:.2f}", (name, member)
 
 
-BLIND_READS = REPO / "docs/results/blind-read-1.0"  # the release's blind reads; earlier versions': git history
+# The current release's blind reads: 1.1 changed only evidence, so 1.0's reads read its samples too (each
+# folder's index says which); earlier versions': git history.
+BLIND_READS = [REPO / "docs/results/blind-read-1.0", REPO / "docs/results/blind-read-1.1"]
 _SCORE_LINE = re.compile(r"([\w:]+): MR ([\d.]+ \((\d+)/(\d+)\)), FAR ([\d.]+ \((\d+)/(\d+)\))")
 
 
@@ -194,11 +196,11 @@ def _verdict_record(path: Path) -> dict:
             "pairs": sum(n == 2 for n in twins.values()), "singles": sum(n == 1 for n in twins.values())}
 
 
-def _release_reads() -> list[tuple[str, str, dict]]:
-    """(folder, subset, record) of every read of docs/results/blind-read-1.0."""
-    reads = [(k.parent.name, k.name.split(".")[0], _read_record(k)) for k in BLIND_READS.glob("*/*.key.json")]
+def _release_reads(folders: list[Path] = BLIND_READS) -> list[tuple[str, str, dict]]:
+    """(folder, subset, record) of every read in `folders` (the current release's)."""
+    reads = [(k.parent.name, k.name.split(".")[0], _read_record(k)) for f in folders for k in f.glob("*/*.key.json")]
     reads += [(p.parent.name, p.stem, _verdict_record(p))
-              for s in BLIND_READS.glob("*/summary.json") for p in s.parent.glob("*.jsonl")]
+              for f in folders for s in f.glob("*/summary.json") for p in s.parent.glob("*.jsonl")]
     return sorted(reads, key=lambda r: r[:2])
 
 
@@ -210,12 +212,13 @@ def _controls_cell(cell: str) -> dict[str, str]:
     return {} if cell == "none" else dict(part.split(" ", 1) for part in cell.split(", "))
 
 
-def test_the_blind_read_index_quotes_its_records():
-    """docs/results/blind-read-1.0/README.md's index: one row per (read, subset) recorded there, each cell as
-    that read's score.txt, answers and key give it."""
-    rows = _rows((BLIND_READS / "README.md").read_text(), "| folder | seed |")
-    reads = {(folder, subset): r for folder, subset, r in _release_reads()}
-    assert len(reads) >= 10 and sorted((r[0], r[3]) for r in rows) == sorted(reads)
+@pytest.mark.parametrize("folder", BLIND_READS, ids=lambda f: f.name)
+def test_the_blind_read_index_quotes_its_records(folder):
+    """A release's blind-read folder's README.md index: one row per (read, subset) recorded there, each cell
+    as that read's score.txt, answers and key give it."""
+    rows = _rows((folder / "README.md").read_text(), "| folder | seed |")
+    reads = {(name, subset): r for name, subset, r in _release_reads([folder])}
+    assert len(reads) >= 2 and sorted((r[0], r[3]) for r in rows) == sorted(reads)
     for folder, _, _, subset, read, mr, far, controls, broken, _, _ in rows:
         r = reads[folder, subset]
         assert read.endswith(f"({r['items']} items)"), (folder, subset)
@@ -226,7 +229,7 @@ def test_the_blind_read_index_quotes_its_records():
 
 
 def test_the_blind_read_table_quotes_the_release_reads():
-    """docs/data.md's "Read blind" table: per subset, the release's reads (docs/results/blind-read-1.0) pooled,
+    """docs/data.md's "Read blind" table: per subset, the release's reads (BLIND_READS) pooled,
     each figure summed from the reads' records."""
     rows = _rows((REPO / "docs/data.md").read_text(), "| subset | reads | pairs read (both twins)")
     by_subset = collections.defaultdict(list)
