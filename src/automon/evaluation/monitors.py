@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from automon.adapter_meta import ADAPTER_CONFIG_FILE, ADAPTER_META_FILE, AdapterMeta, check_adapter_files
+from automon.adapter_meta import (ADAPTER_CONFIG_FILE, ADAPTER_META_FILE, AdapterMeta, canonical_adapter_config,
+                                  check_adapter_files)
 from automon.backends.vllm_engine import adapter_rank
 from automon.data.identity import manifest_differences
 from automon.data.io import load_build, sha256_file
@@ -35,19 +36,21 @@ def adapter_run_name(adapter_dir: str | Path) -> str:
 
 
 def adapter_hash(adapter_dir: str | Path) -> str:
-    """sha256 over the adapter's weights and adapter_config.json (what changes its predictions)."""
+    """sha256 over the adapter's weights and adapter_config.json (what changes its predictions), the config in
+    its canonical form (adapter_meta.canonical_adapter_config: PEFT's set-valued lists in any order)."""
     d = Path(adapter_dir)
     weights = [d / n for n in ("adapter_model.safetensors", "adapter_model.bin") if (d / n).exists()]
-    cfg = d / "adapter_config.json"
+    cfg = d / ADAPTER_CONFIG_FILE
     if not weights or not cfg.exists():
         raise EvalError(f"{d} is not a PEFT LoRA adapter directory (needs adapter_config.json and "
                         "adapter_model.safetensors); pass the <run>/adapter directory written by train/sft.py")
     h = hashlib.sha256()
-    for f in (weights[0], cfg):
-        h.update(f.name.encode() + b"\0")
-        with open(f, "rb") as fh:
-            while block := fh.read(1 << 20):
-                h.update(block)
+    h.update(weights[0].name.encode() + b"\0")
+    with open(weights[0], "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    canonical = canonical_adapter_config(json.loads(cfg.read_text(encoding="utf-8")))
+    h.update(cfg.name.encode() + b"\0" + json.dumps(canonical, indent=2, sort_keys=True).encode("utf-8"))
     return h.hexdigest()
 
 

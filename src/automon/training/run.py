@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import automon.training.rundir as rd
-from automon.adapter_meta import AdapterMeta
+from automon.adapter_meta import AdapterMeta, write_canonical_adapter_config
 from automon.config.train import SFTConfig
 from automon.errors import disk_full
 from automon.models.loading import load_tokenizer, resolve_model_path
@@ -233,6 +233,7 @@ def _write_adapter(c: SFTConfig, model, run_dir: Path, run_info: dict, summary: 
     if tmp.exists():
         shutil.rmtree(tmp)
     model.save_pretrained(str(tmp))
+    write_canonical_adapter_config(tmp)
     AdapterMeta(base_model=c.model.name, pretrained=c.model.pretrained, prompt=c.prompt.name,
                 enable_thinking=c.model.enable_thinking, subset=label, data_manifest_hash=build.manifest_hash,
                 lora_rank=c.train.lora.r, automon_version=versions.get("automon", ""),
