@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from automon.controls import CONTROL_KINDS
 from support import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -275,17 +276,20 @@ def test_nothing_refers_to_files_or_issues_that_are_not_in_the_repo():
 
 
 def test_the_mini_study_readme_quotes_its_metrics():
-    """docs/results/mini/README.md's table: each cell as metrics.json's matrix records it."""
+    """docs/results/mini/README.md's table: each cell as metrics.json's matrix records it: the paper's MR and FAR
+    on the twin pairs beside the FAR over every benign sample (contrast controls included) and per control kind."""
     mini = REPO / "docs/results/mini"
     rows = _rows((mini / "README.md").read_text(), "| monitor | tested on |")
     matrix = {(r["monitor"], r["test"]): r for r in json.loads((mini / "metrics.json").read_text())["matrix"]}
     f = lambda v: "n/a" if v is None or v != v else f"{v:.2f}"  # noqa: E731  (None / NaN: undefined)
-    assert len(rows) >= 6
-    for monitor, test, auroc, pair, mr, far in rows:
+    ci = lambda r, m: f"{f(r[m])} [{f(r[m + '_lo'])}, {f(r[m + '_hi'])}]"  # noqa: E731
+    assert len(rows) >= 10
+    for monitor, test, auroc, pair, mr, far, far_benign, kinds in rows:
         r = matrix[(monitor, test)]
         assert auroc == f(r["auroc"]) and pair == f(r["pair_accuracy"]), (monitor, test)
-        assert mr == f"{f(r['mr'])} [{f(r['mr_lo'])}, {f(r['mr_hi'])}]", (monitor, test)
-        assert far == f"{f(r['far'])} [{f(r['far_lo'])}, {f(r['far_hi'])}]", (monitor, test)
+        assert (mr, far, far_benign) == (ci(r, "mr"), ci(r, "far"), ci(r, "far_benign")), (monitor, test)
+        recorded = {k: f(r["far_" + k]) for k in CONTROL_KINDS if r.get("far_" + k) is not None}
+        assert _controls_cell(kinds) == recorded, (monitor, test)
 
 
 @functools.cache
