@@ -552,7 +552,14 @@ def test_changes_rerun_only_what_is_stale(smoke):
     (adapter / "README.md").write_text((adapter / "README.md").read_text() + "\nedited\n")
     r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
     assert "eval: current, skipped" in r.stdout, _explain(r)
-    (adapter / "adapter_config.json").write_text((adapter / "adapter_config.json").read_text() + "\n")
+    # nor does its config written again in another order (PEFT writes target_modules from a set)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    config["target_modules"] = config["target_modules"][::-1]
+    (adapter / "adapter_config.json").write_text(json.dumps(config, indent=4))
+    r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
+    assert "eval: current, skipped" in r.stdout, _explain(r)
+    config["lora_alpha"] = 2 * config["lora_alpha"]  # what the adapter computes
+    (adapter / "adapter_config.json").write_text(json.dumps(config, indent=4))
     r, _ = pipeline(work, "experiment=smoke", "dry_run=true")
     assert "eval: would run (stale: evaluation inputs changed: monitors.sg_code.adapter_hash: " in r.stdout
 
