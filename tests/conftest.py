@@ -89,6 +89,14 @@ def fake_openai():
 # Python leaves SIGINT ignored where it found it so; the suite restores what a terminal gives.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Every script imports automon.startup first, whose Ctrl-C handler stays until the script's main runs.
+# Tests that load a script's functions (runpy.run_path, importlib) never run its main: whichever ran first
+# in a worker left that handler to the worker's later tests (test_train_run's Ctrl-C test failed or
+# passed by the order xdist handed files out). Imported here once and handed back, later imports are no-ops.
+import automon.startup  # noqa: E402,F401
+from automon.errors import end_start  # noqa: E402
+
+end_start()
 
 # Under pytest-xdist (`make test` runs `pytest -n auto --dist loadfile`): one OpenMP / BLAS thread per
 # worker and per process it starts (a training run, a stage), so that two workers on two cores do
