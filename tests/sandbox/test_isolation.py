@@ -40,3 +40,59 @@ def test_the_root_holds_the_standard_library_and_its_libraries_only():
     for left_out in ("test", "idlelib", "ensurepip", "tkinter", "site-packages"):
         assert not any(f.startswith(f"{stdlib}/{left_out}/") for f in files), left_out
     assert not any(f.endswith((".opt-1.pyc", ".opt-2.pyc")) for f in files)
+
+
+def test_a_venv_under_tmp_runs_programs():
+    """A checkout (and its .venv) under /tmp: the root once held the venv's own lib/python3.11 and the
+    directories on the way to it, /tmp among them, and the zygote could not make the programs' /tmp
+    (no sandbox started: a fresh clone in a temp directory failed its sandbox and build tests)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from support import REPO
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        subprocess.run([isolation.interpreter(), "-m", "venv", "--without-pip", f"{tmp}/.venv"], check=True)
+        code = ("import sys; from automon.sandbox import Sandbox\n"
+                "for mode in sys.argv[1:]:\n"
+                "    with Sandbox(workers=1, isolation=mode) as sb:\n"
+                "        print(mode, sb.run('import fractions; print(fractions.Fraction(2, 6))').stdout.strip())\n")
+        modes = [m for m in ("bwrap", "unshare") if m in _modes_here()]
+        r = subprocess.run([f"{tmp}/.venv/bin/python", "-c", code, *modes], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO / "src")}, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == [f"{m} 1/3" for m in modes]
+
+
+def _modes_here() -> list[str]:
+    from automon.sandbox import Sandbox, SandboxError
+
+    out = []
+    for mode in ("bwrap", "unshare"):
+        try:
+            with Sandbox(workers=1, isolation=mode) as sb:
+                if sb.isolation == mode:
+                    out.append(mode)
+        except SandboxError:
+            pass
+    return out
+
+
+def test_a_python_with_files_where_the_sandbox_mounts_its_own_is_refused(tmp_path, monkeypatch):
+    """Files of the programs' Python under /tmp, /proc or /dev would be covered by the programs' own
+    mounts there: no sandbox, with an error that says so (the next mode, or one line), not a zygote's
+    traceback."""
+    import pytest
+
+    locale = tmp_path / "locale"
+    locale.mkdir()
+    (locale / "LC_CTYPE").write_bytes(b"")
+    monkeypatch.setattr(isolation, "_LOCALE", str(locale))
+    monkeypatch.setattr(isolation, "_MOUNTED_OVER", (str(tmp_path), "/proc", "/dev"))
+    isolation._program_root.cache_clear()
+    try:
+        with pytest.raises(isolation.IsolationUnavailable, match="where the sandbox mounts"):
+            isolation.program_root()
+    finally:
+        isolation._program_root.cache_clear()

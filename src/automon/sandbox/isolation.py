@@ -83,6 +83,9 @@ _DYNLOAD_SKIP = ("_test", "_ctypes_test", "_xxtestfuzz", "xxlimited", "xxsubtype
 # The locale the sandbox's LANG names (locale.setlocale(LC_ALL, "") reads it); zoneinfo's time zones
 # come from the interpreter's TZPATH.
 _LOCALE = "/usr/lib/locale/C.utf8"
+# Where confine.build_root puts directories of its own (and each program its own tmpfs on /tmp): nothing of
+# the root can live there.
+_MOUNTED_OVER = ("/tmp", "/proc", "/dev")
 
 
 def program_root() -> list[list[str]]:
@@ -109,7 +112,9 @@ def _program_root() -> tuple[tuple[str, ...], ...]:
             return name.endswith(f".{tag}.pyc")
         return not (top.endswith("lib-dynload") and name.startswith(_DYNLOAD_SKIP))
 
-    paths = sysconfig.get_paths()
+    # The base installation's: in a venv, platstdlib is the venv's own lib/pythonX.Y (site-packages only),
+    # whose path would put the checkout's directories into the root (one under /tmp broke it, below).
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
     for top in dict.fromkeys(_resolved(paths[name], out) for name in ("stdlib", "platstdlib")):
         _tree(top, out, keep)
     modules = sorted(p for p, e in out.items() if e[0] == "file" and p.endswith(".so"))
@@ -120,6 +125,10 @@ def _program_root() -> tuple[tuple[str, ...], ...]:
     for top in [_LOCALE, *tzpath.split(os.pathsep)]:
         if top and os.path.isdir(top):
             _tree(_resolved(top, out), out, lambda name, is_dir, _: True)
+    covered = sorted(p for p in out if any(p == m or p.startswith(m + "/") for m in _MOUNTED_OVER))
+    if covered:
+        raise IsolationUnavailable(f"the programs' Python has files under {covered[0]}, where the sandbox mounts "
+                                   "its programs' own /tmp, /proc or /dev: use a Python installed elsewhere")
     dirs = {os.path.dirname(p) for p in out} | {p for p, e in out.items() if e[0] == "dir"}
     for d in list(dirs):
         while d not in ("/", ""):
