@@ -129,6 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--in-place", action="store_true", help="this checkout and its .venv: pytest only, no setup")
     ap.add_argument("--commit", default="HEAD", help="the commit a fresh clone checks out")
+    ap.add_argument("--dir", help="the directory the fresh clone goes under (default: a new temp dir, removed after)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "make-test.json"))
     ap.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "make-test.log"), help="the pytest log")
     args = ap.parse_args()
@@ -139,7 +140,7 @@ def main() -> None:
             sys.exit("error: --commit needs a fresh clone: leave out --in-place")
         run = measure(REPO, False, log)
     else:
-        with tempfile.TemporaryDirectory(prefix="make-test-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="make-test-", dir=args.dir) as tmp:
             clone = Path(tmp) / REPO.name
             subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
             subprocess.run(["git", "checkout", "-q", args.commit], cwd=clone, check=True)

@@ -42,6 +42,18 @@ def test_build_timings_quote_the_bench_records():
             assert all(abs(q - w) <= 0.05 + 1e-9 for q, w in zip(quoted, res["walls_s"])), record
 
 
+def test_make_test_timings_quote_the_bench_record():
+    """bench/README.md's make test table is bench_make_test.py's record, run by run."""
+    runs = {r["code_version"]: r for r in json.loads((REPO / "bench/results/make-test-2core.json").read_text())["runs"]}
+    rows = _rows((REPO / "bench/README.md").read_text(), "| code | what |")
+    assert len(rows) == len(runs)
+    for code, _, setup, pytest_s, total, busy, idle, counts in rows:
+        r = runs[code]
+        assert [setup, pytest_s, total, busy, idle] == [f"{r[k]:,} s" for k in (
+            "setup_s", "pytest_wall_s", "total_s", "busy_cpu_s", "idle_cpu_s")], code
+        assert counts == f"{r['passed']:,} / {r['skipped']} / {r['failed']}", code
+
+
 def test_gpu_training_figures_quote_the_bench_records():
     rows = _rows((REPO / "bench/README.md").read_text(), "| trainer | tokens |")
     assert len(rows) == 6
