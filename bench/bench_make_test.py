@@ -95,6 +95,11 @@ class CpuSampler:
         return out
 
 
+def fail(why: str) -> None:
+    print(f"error: {why}", file=sys.stderr)
+    sys.exit(2)
+
+
 def loop_s(python: str) -> float:
     return round(float(subprocess.run([python, "-c", LOOP], capture_output=True, text=True, check=True).stdout), 2)
 
@@ -110,7 +115,7 @@ def measure(repo: Path, fresh: bool, log: Path) -> dict:
         r = subprocess.run(["make", "setup"], cwd=repo, capture_output=True, text=True)
         setup_s = time.perf_counter() - t0
         if r.returncode != 0:
-            sys.exit(f"error: make setup failed (exit {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+            fail(f"make setup failed (exit {r.returncode}); its output ends:\n{(r.stdout + r.stderr)[-3000:]}")
         print(f"setup {setup_s:.0f} s", flush=True)
     python = str(repo / ".venv" / "bin" / "python")
     before = loop_s(python)
@@ -137,13 +142,15 @@ def main() -> None:
     log = Path(args.log)
     if args.in_place:
         if args.commit != "HEAD":
-            sys.exit("error: --commit needs a fresh clone: leave out --in-place")
+            fail("--commit needs a fresh clone: leave out --in-place")
         run = measure(REPO, False, log)
     else:
         with tempfile.TemporaryDirectory(prefix="make-test-", dir=args.dir) as tmp:
             clone = Path(tmp) / REPO.name
             subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-            subprocess.run(["git", "checkout", "-q", args.commit], cwd=clone, check=True)
+            r = subprocess.run(["git", "checkout", "-q", args.commit], cwd=clone, capture_output=True, text=True)
+            if r.returncode != 0:
+                fail(f"--commit {args.commit}: {r.stderr.strip().removeprefix('error: ')}")
             if (REPO.parent / "shared").is_dir():
                 (Path(tmp) / "shared").symlink_to(REPO.parent / "shared")
             run = measure(clone, True, log)

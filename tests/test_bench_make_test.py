@@ -36,3 +36,11 @@ def test_the_sampler_counts_a_spinning_core_as_busy():
     shares = cpu.busy_percent()
     assert len(shares) >= 4 and busy >= 0 and idle >= 0
     assert sum(shares) / len(shares) >= 100 / (os.cpu_count() or 1) - 15, shares
+
+
+def test_a_commit_it_cannot_check_out_is_one_error_line(tmp_path):
+    for args in (["--commit", "no-such-commit", "--dir", str(tmp_path)], ["--commit", "HEAD~1", "--in-place"]):
+        r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_make_test.py"), *args, "--out",
+                            str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.startswith("error: --commit") and len(r.stderr.splitlines()) == 1, r.stderr
+    assert not (tmp_path / "r.json").exists() and list(tmp_path.iterdir()) == []  # the clone is gone too
