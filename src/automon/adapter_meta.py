@@ -151,18 +151,19 @@ def lora_ranks(shapes: dict[str, list[int]]) -> dict[str, int]:
 _SET_VALUED = ("target_modules", "exclude_modules")
 
 
-def canonical_adapter_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """`cfg` (a parsed adapter_config.json) with its set-valued lists sorted: the same for the same adapter."""
-    return {k: sorted(v) if k in _SET_VALUED and isinstance(v, list) and all(isinstance(x, str) for x in v) else v
-            for k, v in cfg.items()}
+def canonical_adapter_config(adapter_dir: str | os.PathLike) -> str:
+    """The adapter's adapter_config.json as PEFT writes it (indent 2, sorted keys), its set-valued lists
+    sorted: the same text for the same adapter, whatever order its file holds them in."""
+    cfg = json.loads((Path(adapter_dir) / ADAPTER_CONFIG_FILE).read_text(encoding="utf-8"))
+    cfg = {k: sorted(v) if k in _SET_VALUED and isinstance(v, list) and all(isinstance(x, str) for x in v) else v
+           for k, v in cfg.items()}
+    return json.dumps(cfg, indent=2, sort_keys=True)
 
 
 def write_canonical_adapter_config(adapter_dir: str | os.PathLike) -> None:
-    """Rewrite the adapter_config.json PEFT's save_pretrained wrote, as PEFT writes it (indent 2, sorted keys),
-    its set-valued lists sorted: a training's adapter directory is then the same bytes on every run."""
-    f = Path(adapter_dir) / ADAPTER_CONFIG_FILE
-    f.write_text(json.dumps(canonical_adapter_config(json.loads(f.read_text(encoding="utf-8"))), indent=2,
-                            sort_keys=True), encoding="utf-8")
+    """Rewrite the adapter_config.json PEFT's save_pretrained wrote in its canonical form: a training's adapter
+    directory is then the same bytes on every run."""
+    (Path(adapter_dir) / ADAPTER_CONFIG_FILE).write_text(canonical_adapter_config(adapter_dir), encoding="utf-8")
 
 
 def check_adapter_files(adapter_dir: str | os.PathLike) -> dict[str, Any]:

@@ -49,8 +49,7 @@ def adapter_hash(adapter_dir: str | Path) -> str:
     with open(weights[0], "rb") as fh:
         while block := fh.read(1 << 20):
             h.update(block)
-    canonical = canonical_adapter_config(json.loads(cfg.read_text(encoding="utf-8")))
-    h.update(cfg.name.encode() + b"\0" + json.dumps(canonical, indent=2, sort_keys=True).encode("utf-8"))
+    h.update(cfg.name.encode() + b"\0" + canonical_adapter_config(d).encode("utf-8"))
     return h.hexdigest()
 
 
